@@ -1,0 +1,21 @@
+# One command to serve, one to test; both install what they need first.
+VENV ?= .venv
+PYTHON ?= python3
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[test]'
+	touch $@
+
+.PHONY: install serve test lint
+install: $(VENV)/.installed
+
+serve: install
+	$(VENV)/bin/allotment serve
+
+lint: install
+	$(VENV)/bin/ruff check allotment tests bench
+
+test: install lint
+	$(VENV)/bin/pytest

@@ -1,0 +1,116 @@
+"""Configuration: upstream Placement's option names and groups via oslo.config.
+
+An operator's existing ``placement.conf`` (and ``OS_<GROUP>__<OPTION>``
+environment overrides, which oslo.config reads itself) configure allotment
+unchanged. Options owned by libraries ([oslo_policy], [cors],
+[keystone_authtoken]) are registered by those libraries when they are used.
+"""
+
+from __future__ import annotations
+
+import os
+
+from oslo_config import cfg
+
+API_OPTS = [
+    cfg.StrOpt(
+        "auth_strategy",
+        default="keystone",
+        choices=[("keystone", "Use Keystone for authentication."),
+                 ("noauth2", "No authentication; identity from request headers.")],
+        help="How incoming requests are authenticated.",
+    ),
+]
+
+PLACEMENT_OPTS = [
+    cfg.BoolOpt("randomize_allocation_candidates", default=False,
+                help="Return allocation candidates in a random order."),
+    cfg.StrOpt("incomplete_consumer_project_id",
+               default="00000000-0000-0000-0000-000000000000",
+               help="Project id recorded for consumers created before 1.8."),
+    cfg.StrOpt("incomplete_consumer_user_id",
+               default="00000000-0000-0000-0000-000000000000",
+               help="User id recorded for consumers created before 1.8."),
+    cfg.IntOpt("allocation_conflict_retry_count", default=10, min=0,
+               help="How often a provider generation race on an allocation write is "
+                    "retried inside the service before answering 409."),
+    cfg.IntOpt("max_allocation_candidates", default=-1, min=-1,
+               help="Most allocation candidates generated per request; -1 for no cap."),
+    cfg.StrOpt("allocation_candidates_generation_strategy", default="depth-first",
+               choices=["depth-first", "breadth-first"],
+               help="Order in which candidates across roots are generated when capped."),
+]
+
+DATABASE_OPTS = [
+    cfg.StrOpt("connection", secret=True, help="SQLAlchemy URL of the placement database."),
+    cfg.BoolOpt("sqlite_synchronous", default=True,
+                help="If False, SQLite does not fsync on commit (faster, less durable)."),
+    cfg.StrOpt("slave_connection", secret=True, help="Accepted for compatibility; unused."),
+    cfg.StrOpt("mysql_sql_mode", default="TRADITIONAL", help="SQL mode for MySQL sessions."),
+    cfg.IntOpt("connection_recycle_time", default=3600,
+               help="Seconds after which a pooled connection is replaced."),
+    cfg.IntOpt("max_pool_size", min=0, help="Pool size; unset for the driver default."),
+    cfg.IntOpt("max_retries", default=10, min=-1,
+               help="Attempts to connect to the database at start (-1: forever)."),
+    cfg.IntOpt("retry_interval", default=10, help="Seconds between connection attempts."),
+    cfg.IntOpt("max_overflow", min=0, help="Connections allowed beyond the pool size."),
+    cfg.IntOpt("connection_debug", default=0, min=0, max=100,
+               help="SQL debug level: 0 none, 50 warnings, 100 every statement."),
+    cfg.BoolOpt("connection_trace", default=False, help="Accepted for compatibility; unused."),
+    cfg.IntOpt("pool_timeout", min=0, help="Seconds to wait for a pooled connection."),
+    cfg.BoolOpt("sync_on_startup", default=False,
+                help="Create or upgrade the schema when the service starts."),
+]
+
+WORKAROUNDS_OPTS = [
+    cfg.BoolOpt("optimize_for_wide_provider_trees", default=False,
+                help="Accepted for compatibility; allotment's candidate engine needs no "
+                     "such switch."),
+]
+
+DEFAULT_OPTS = [
+    cfg.StrOpt("tempdir", help="Temporary working directory."),
+    cfg.StrOpt("pybasedir", default=os.path.dirname(os.path.abspath(__file__)),
+               sample_default="<Path>", help="Directory of the allotment package."),
+    cfg.StrOpt("state_path", default="$pybasedir", help="Top-level state directory."),
+    cfg.BoolOpt("debug", default=False, help="Log at DEBUG level."),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_opts(DEFAULT_OPTS)
+    conf.register_opts(API_OPTS, group="api")
+    conf.register_opts(PLACEMENT_OPTS, group="placement")
+    conf.register_opts(DATABASE_OPTS, group="placement_database")
+    conf.register_opts(WORKAROUNDS_OPTS, group="workarounds")
+
+
+def default_config_files() -> list[str]:
+    """Where upstream looks for placement.conf when none is named."""
+    candidates = []
+    config_dir = os.environ.get("OS_PLACEMENT_CONFIG_DIR")
+    if config_dir:
+        candidates.append(os.path.join(config_dir, "placement.conf"))
+    candidates.append("/etc/placement/placement.conf")
+    return [path for path in candidates if os.path.exists(path)][:1]
+
+
+def load(
+    config_files: list[str] | None = None,
+    config_dirs: list[str] | None = None,
+    overrides: dict[str, dict[str, object]] | None = None,
+) -> cfg.ConfigOpts:
+    """Build a fresh ConfigOpts (never the global one) from files and env."""
+    conf = cfg.ConfigOpts()
+    register_opts(conf)
+    args: list[str] = []
+    for path in config_files if config_files is not None else default_config_files():
+        args += ["--config-file", path]
+    for path in config_dirs or []:
+        args += ["--config-dir", path]
+    conf(args, project="placement", default_config_files=[], default_config_dirs=[],
+         validate_default_values=True)
+    for group, values in (overrides or {}).items():
+        for name, value in values.items():
+            conf.set_override(name, value, group=None if group == "DEFAULT" else group)
+    return conf

@@ -1,0 +1,112 @@
+"""Engine set-up and the two kinds of transaction every operation runs in.
+
+``Database.read()`` and ``Database.write()`` are the visible transaction
+boundaries: domain functions receive the connection and never commit.
+
+Isolation: PostgreSQL and MySQL/MariaDB run READ COMMITTED, so a retried
+write (a fresh transaction) always sees the latest committed state, and
+generation compare-and-set updates serialise concurrent writers. SQLite runs
+in WAL mode and every write transaction starts with ``BEGIN IMMEDIATE``, so
+writers queue for the single write lock (bounded by a busy timeout) instead
+of failing with "database is locked".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+
+LOG = logging.getLogger(__name__)
+
+SQLITE_BUSY_TIMEOUT_MS = 60_000
+
+
+def normalize_url(url: str | URL) -> URL:
+    """Accept upstream's URL spellings; pick our drivers (psycopg 3, PyMySQL)."""
+    parsed = make_url(url) if isinstance(url, str) else url
+    backend = parsed.get_backend_name()
+    if backend == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    elif backend in ("mysql", "mariadb"):
+        query = dict(parsed.query)
+        query.setdefault("charset", "utf8mb4")
+        parsed = parsed.set(drivername="mysql+pymysql", query=query)
+    elif backend == "sqlite":
+        parsed = parsed.set(drivername="sqlite")
+    return parsed
+
+
+def create_engine(url: str | URL, *, sqlite_synchronous: bool = True,
+                  pool_size: int | None = None, max_overflow: int | None = None,
+                  pool_timeout: int | None = None, recycle: int = 3600,
+                  echo: bool = False) -> Engine:
+    parsed = normalize_url(url)
+    backend = parsed.get_backend_name()
+    kwargs: dict = {"echo": echo, "future": True}
+    if backend == "sqlite":
+        database = parsed.database or ""
+        if database and database != ":memory:":
+            directory = os.path.dirname(os.path.abspath(database))
+            os.makedirs(directory, exist_ok=True)
+        kwargs["connect_args"] = {"check_same_thread": False,
+                                  "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
+    else:
+        kwargs["isolation_level"] = "READ COMMITTED"
+        kwargs["pool_pre_ping"] = True
+        kwargs["pool_recycle"] = recycle
+        kwargs["pool_size"] = pool_size if pool_size else 10
+        kwargs["max_overflow"] = max_overflow if max_overflow is not None else 20
+        if pool_timeout is not None:
+            kwargs["pool_timeout"] = pool_timeout
+    engine = sa.create_engine(parsed, **kwargs)
+    if backend == "sqlite":
+        _configure_sqlite(engine, sqlite_synchronous)
+    return engine
+
+
+def _configure_sqlite(engine: Engine, synchronous: bool) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record) -> None:
+        # Take transaction control from the driver so that BEGIN is ours.
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute(f"PRAGMA synchronous={'FULL' if synchronous else 'OFF'}")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        if conn.get_execution_options().get("allotment_write"):
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            conn.exec_driver_sql("BEGIN")
+
+
+class Database:
+    """An engine plus the read and write transaction helpers."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.backend = engine.dialect.name
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Connection]:
+        with self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Connection]:
+        with self.engine.connect() as conn:
+            conn.execution_options(allotment_write=True)
+            with conn.begin():
+                yield conn
+
+    def dispose(self) -> None:
+        self.engine.dispose()

@@ -1,0 +1,113 @@
+"""/resource_providers and /resource_providers/{uuid}."""
+
+from __future__ import annotations
+
+import falcon
+
+from allotment.handlers.base import Resource
+from allotment.http import filters, render
+from allotment.http.request import json_body, query, validate_query
+from allotment.ledger import providers
+from allotment.schemas import providers as schemas
+
+
+def provider_links(req: falcon.Request, uuid: str) -> list[dict]:
+    version = req.context.version
+    base = f"{req.env.get('SCRIPT_NAME', '')}/resource_providers/{uuid}"
+    links = [
+        {"rel": "self", "href": base},
+        {"rel": "inventories", "href": f"{base}/inventories"},
+        {"rel": "usages", "href": f"{base}/usages"},
+    ]
+    if version.has("aggregates"):
+        links.append({"rel": "aggregates", "href": f"{base}/aggregates"})
+    if version.has("traits"):
+        links.append({"rel": "traits", "href": f"{base}/traits"})
+    if version.has("provider_allocations_link"):
+        links.append({"rel": "allocations", "href": f"{base}/allocations"})
+    return links
+
+
+def provider_body(req: falcon.Request, provider: providers.Provider) -> dict:
+    body = {
+        "uuid": provider.uuid,
+        "name": provider.name,
+        "generation": provider.generation,
+        "links": provider_links(req, provider.uuid),
+    }
+    if req.context.version.has("provider_tree"):
+        body["parent_provider_uuid"] = provider.parent_uuid
+        body["root_provider_uuid"] = provider.root_uuid
+    return body
+
+
+def _last_modified(items: list[providers.Provider]):
+    return render.newest(p.updated_at or p.created_at for p in items)
+
+
+class ProviderCollection(Resource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self.authorize(req, "placement:resource_providers:list")
+        version = req.context.version
+        q = query(req)
+        validate_query(q, schemas.list_schema(version))
+        filter_ = providers.ProviderQuery(name=q.get("name"), uuid=q.get("uuid"))
+        if "member_of" in q and version.has("member_of"):
+            filter_.member_of = filters.parse_member_of(q, version)
+        if "resources" in q and version.has("resources_filter"):
+            filter_.resources = filters.parse_resources(q.get("resources"))
+        if "in_tree" in q and version.has("provider_tree"):
+            filter_.in_tree = filters.parse_in_tree(q.get("in_tree"))
+        if "required" in q and version.has("providers_required"):
+            filter_.required = filters.parse_required(q, version)
+        with self.db.read() as conn:
+            found = providers.list_providers(conn, filter_)
+        body = {"resource_providers": [provider_body(req, p) for p in found]}
+        render.json_response(req, resp, body, last_modified=_last_modified(found))
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self.authorize(req, "placement:resource_providers:create")
+        version = req.context.version
+        data = json_body(req, schemas.CREATE_1_14 if version.has("provider_tree")
+                         else schemas.CREATE)
+        with self.db.write() as conn:
+            provider = providers.create(conn, data["name"], data.get("uuid"),
+                                        data.get("parent_provider_uuid"))
+        resp.set_header("Location", f"{req.env.get('SCRIPT_NAME', '')}"
+                        f"/resource_providers/{provider.uuid}")
+        if version.has("create_provider_returns_body"):
+            render.json_response(req, resp, provider_body(req, provider),
+                                 last_modified=_last_modified([provider]))
+        else:
+            resp.status = 201
+            resp.content_type = None
+
+
+class Provider(Resource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+        self.authorize(req, "placement:resource_providers:show")
+        with self.db.read() as conn:
+            provider = providers.require(conn, uuid)
+        render.json_response(req, resp, provider_body(req, provider),
+                             last_modified=_last_modified([provider]))
+
+    def on_put(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+        self.authorize(req, "placement:resource_providers:update")
+        version = req.context.version
+        data = json_body(req, schemas.UPDATE_1_14 if version.has("provider_tree")
+                         else schemas.UPDATE)
+        kwargs = {}
+        if "parent_provider_uuid" in data:
+            kwargs["parent_uuid"] = data["parent_provider_uuid"]
+        with self.db.write() as conn:
+            provider = providers.update(conn, uuid, data["name"],
+                                        allow_reparenting=version.has("reparent"), **kwargs)
+        render.json_response(req, resp, provider_body(req, provider),
+                             last_modified=_last_modified([provider]))
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+        self.authorize(req, "placement:resource_providers:delete")
+        with self.db.write() as conn:
+            providers.delete(conn, uuid)
+        render.no_content(resp)
+

@@ -1,0 +1,20 @@
+"""GET /: version discovery, reachable without a token."""
+
+from __future__ import annotations
+
+import falcon
+
+from allotment.handlers.base import Resource
+from allotment.http import microversion, render
+
+
+class Root(Resource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = {"versions": [{
+            "id": "v1.0",
+            "max_version": str(microversion.MAX),
+            "min_version": str(microversion.MIN),
+            "status": "CURRENT",
+            "links": [{"rel": "self", "href": ""}],
+        }]}
+        render.json_response(req, resp, body)

@@ -1,0 +1,70 @@
+"""Per-request steps shared by every endpoint (a Falcon middleware).
+
+Order: request id and identity from the WSGI layers below, then microversion
+negotiation, the Accept check and the body preconditions; on the way out the
+microversion and request-id headers.
+"""
+
+from __future__ import annotations
+
+import falcon
+
+from allotment import errors
+from allotment.http import microversion
+
+REQUEST_ID_ENVIRON = "openstack.request_id"
+IDENTITY_ENVIRON = "allotment.identity"
+VERSION_HEADER = "OpenStack-API-Version"
+
+
+def _accepts_json(accept: str) -> bool:
+    for item in accept.split(","):
+        parts = [p.strip() for p in item.split(";")]
+        media = parts[0].lower()
+        q = 1.0
+        for param in parts[1:]:
+            if param.startswith("q="):
+                try:
+                    q = float(param[2:])
+                except ValueError:
+                    q = 0.0
+        if media in ("application/json", "application/*", "*/*") and q > 0:
+            return True
+    return False
+
+
+class PlacementMiddleware:
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        env = req.env
+        req.context.request_id = env.get(REQUEST_ID_ENVIRON)
+        req.context.identity = env.get(IDENTITY_ENVIRON)
+        req.context.version = None
+        headers = {}
+        if "HTTP_OPENSTACK_API_VERSION" in env:
+            headers["openstack-api-version"] = env["HTTP_OPENSTACK_API_VERSION"]
+        if "HTTP_X_OPENSTACK_PLACEMENT_API_VERSION" in env:
+            headers["x-openstack-placement-api-version"] = env[
+                "HTTP_X_OPENSTACK_PLACEMENT_API_VERSION"]
+        req.context.version = microversion.negotiate(headers)
+        length = env.get("CONTENT_LENGTH")
+        if length:
+            try:
+                length_value = int(length)
+            except ValueError:
+                raise errors.BadRequest("content-length header must be an integer") from None
+            if length_value and not env.get("CONTENT_TYPE"):
+                raise errors.BadRequest("content-type header required")
+
+    def process_resource(self, req: falcon.Request, resp: falcon.Response, resource,
+                         params: dict) -> None:
+        if req.method in ("GET", "HEAD"):
+            accept = req.env.get("HTTP_ACCEPT")
+            if accept and accept.strip() != "*/*" and not _accepts_json(accept):
+                raise errors.NotAcceptable("Only application/json is provided")
+
+    def process_response(self, req: falcon.Request, resp: falcon.Response, resource,
+                         req_succeeded: bool) -> None:
+        version = getattr(req.context, "version", None)
+        if version is not None:
+            resp.set_header("openstack-api-version", f"placement {version}")
+            resp.set_header("vary", "openstack-api-version")

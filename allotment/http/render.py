@@ -1,0 +1,50 @@
+"""Writing responses: JSON bodies and the 1.15 cache headers."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import falcon
+
+
+def utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+
+
+def newest(timestamps: Iterable[datetime.datetime | None]) -> datetime.datetime:
+    """The latest of the given times, or now when there are none."""
+    latest = None
+    for stamp in timestamps:
+        if stamp is not None and (latest is None or stamp > latest):
+            latest = stamp
+    return latest or utcnow()
+
+
+def json_response(req: falcon.Request, resp: falcon.Response, body: Any,
+                  status: int = 200,
+                  last_modified: datetime.datetime | None = None,
+                  cache_headers: bool = True) -> None:
+    """Write ``body`` as JSON; from 1.15 add last-modified and cache-control."""
+    resp.status = status
+    resp.content_type = "application/json"
+    resp.text = json.dumps(body, separators=(", ", ": "))
+    if cache_headers and req.context.version.has("cache_headers"):
+        set_cache_headers(resp, last_modified)
+
+
+def set_cache_headers(resp: falcon.Response,
+                      last_modified: datetime.datetime | None = None) -> None:
+    stamp = last_modified or utcnow()
+    resp.set_header("Last-Modified",
+                    stamp.replace(tzinfo=datetime.timezone.utc)
+                    .strftime("%a, %d %b %Y %H:%M:%S GMT"))
+    resp.set_header("Cache-Control", "no-cache")
+
+
+def no_content(resp: falcon.Response) -> None:
+    resp.status = 204
+    resp.content_type = None
+    resp.text = None

@@ -1,0 +1,114 @@
+"""Reading requests: JSON bodies, query strings and JSON Schema validation."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid as uuidlib
+from collections.abc import Mapping
+from functools import cache
+from typing import Any
+from urllib.parse import parse_qsl
+
+import falcon
+import jsonschema
+import jsonschema.exceptions
+from jsonschema import Draft4Validator
+
+from allotment import errors
+
+_FORMAT_CHECKER = jsonschema.FormatChecker()
+
+_UUID_RE = re.compile(
+    r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$"
+)
+
+
+def is_uuid_like(value: object) -> bool:
+    """Upstream's notion of a uuid: 32 hex digits, dashes optional."""
+    if not isinstance(value, str):
+        return False
+    try:
+        return str(uuidlib.UUID(value)).replace("-", "") == value.replace("-", "").lower()
+    except (ValueError, AttributeError):
+        return False
+
+
+@_FORMAT_CHECKER.checks("uuid")
+def _check_uuid(instance: object) -> bool:
+    return is_uuid_like(instance) if isinstance(instance, str) else True
+
+
+@cache
+def _validator(schema_json: str) -> Draft4Validator:
+    return Draft4Validator(json.loads(schema_json), format_checker=_FORMAT_CHECKER)
+
+
+def validate(data: Any, schema: Mapping, what: str = "JSON") -> None:
+    """Validate ``data`` against ``schema``; 400 with the first error otherwise."""
+    validator = _validator(json.dumps(schema, sort_keys=True))
+    error = jsonschema.exceptions.best_match(validator.iter_errors(data))
+    if error is None:
+        return
+    # The full text (with "Failed validating ...") is what upstream shows.
+    if what == "JSON":
+        raise errors.BadRequest(f"JSON does not validate: {error}")
+    raise errors.BadRequest(f"Invalid query string parameters: {error}")
+
+
+def json_body(req: falcon.Request, schema: Mapping | None = None) -> Any:
+    """The request's JSON document, validated; 415/400 when it is not one."""
+    content_type = req.content_type
+    media = content_type.split(";")[0].strip().lower() if content_type else None
+    if media != "application/json":
+        raise errors.PlacementError(
+            f"The media type {media} is not supported, use application/json",
+            status=415,
+        )
+    raw = req.bounded_stream.read()
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise errors.BadRequest(f"Malformed JSON: {exc}") from None
+    if schema is not None:
+        validate(data, schema)
+    return data
+
+
+class Query:
+    """A multi-valued view of the query string, in request order."""
+
+    def __init__(self, query_string: str) -> None:
+        try:
+            self.pairs = parse_qsl(query_string, keep_blank_values=True,
+                                   strict_parsing=False)
+        except ValueError as exc:
+            raise errors.BadRequest(f"Invalid query string: {exc}") from None
+        self.multi: dict[str, list[str]] = {}
+        for key, value in self.pairs:
+            self.multi.setdefault(key, []).append(value)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.multi
+
+    def keys(self) -> list[str]:
+        return list(self.multi)
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        values = self.multi.get(key)
+        return values[-1] if values else default
+
+    def getall(self, key: str) -> list[str]:
+        return self.multi.get(key, [])
+
+    def single_dict(self) -> dict[str, str]:
+        """Last value for each key, for schema validation."""
+        return {key: values[-1] for key, values in self.multi.items()}
+
+
+def query(req: falcon.Request) -> Query:
+    return Query(req.query_string or "")
+
+
+def validate_query(q: Query, schema: Mapping) -> None:
+    validate(q.single_dict(), schema, what="query")
