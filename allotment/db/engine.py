@@ -76,8 +76,8 @@ def _configure_sqlite(engine: Engine, synchronous: bool) -> None:
         # Take transaction control from the driver so that BEGIN is ours.
         dbapi_conn.isolation_level = None
         cursor = dbapi_conn.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA synchronous={'FULL' if synchronous else 'OFF'}")
         cursor.close()
 
@@ -87,6 +87,15 @@ def _configure_sqlite(engine: Engine, synchronous: bool) -> None:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
         else:
             conn.exec_driver_sql("BEGIN")
+
+
+@contextlib.contextmanager
+def write_transaction(engine: Engine) -> Iterator[Connection]:
+    """A write transaction (on SQLite: holding the write lock from BEGIN)."""
+    with engine.connect() as conn:
+        conn.execution_options(allotment_write=True)
+        with conn.begin():
+            yield conn
 
 
 class Database:
@@ -101,12 +110,8 @@ class Database:
         with self.engine.connect() as conn, conn.begin():
             yield conn
 
-    @contextlib.contextmanager
-    def write(self) -> Iterator[Connection]:
-        with self.engine.connect() as conn:
-            conn.execution_options(allotment_write=True)
-            with conn.begin():
-                yield conn
+    def write(self) -> contextlib.AbstractContextManager[Connection]:
+        return write_transaction(self.engine)
 
     def dispose(self) -> None:
         self.engine.dispose()

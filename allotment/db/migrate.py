@@ -10,6 +10,8 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Engine
 
+from allotment.db.engine import write_transaction
+
 MIGRATIONS_DIR = os.path.join(os.path.dirname(__file__), "migrations")
 VERSION_TABLE = "allotment_alembic_version"
 
@@ -24,7 +26,7 @@ def _config(connection=None) -> Config:
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Bring the schema to ``revision``; safe when several processes race."""
-    with engine.begin() as conn:
+    with write_transaction(engine) as conn:
         if engine.dialect.name == "postgresql":
             # Serialise concurrent upgrades (several workers starting at once).
             conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7226051)")

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
+from allotment.db.engine import write_transaction
 from allotment.db.tables import resource_classes, traits
 
 
@@ -26,7 +27,7 @@ def _now() -> datetime.datetime:
 def sync(engine: Engine, attempts: int = 5) -> None:
     for attempt in range(attempts):
         try:
-            with engine.begin() as conn:
+            with write_transaction(engine) as conn:
                 _sync_classes(conn)
                 _sync_traits(conn)
             return

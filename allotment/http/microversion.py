@@ -91,13 +91,7 @@ def negotiate(headers: dict[str, str]) -> Version:
         return MAX
     try:
         major_text, minor_text = text.split(".")
-        if not (major_text.isdigit() and minor_text.isdigit()):
-            raise ValueError
-        # Leading zeros ("1.01") are not a version upstream accepts.
-        if (len(minor_text) > 1 and minor_text.startswith("0")) or (
-            len(major_text) > 1 and major_text.startswith("0")
-        ):
-            raise ValueError
+        # int() accepts " 1" and "01" as upstream's parser does.
         version = Version(int(major_text), int(minor_text))
     except ValueError:
         raise errors.BadRequest(f"invalid version string: {text}") from None

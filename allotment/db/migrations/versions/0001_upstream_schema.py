@@ -29,7 +29,8 @@ def upgrade() -> None:
     tables.metadata.create_all(bind, tables=missing)
     if "alembic_version" not in existing:
         version = sa.Table("alembic_version", sa.MetaData(),
-                           sa.Column("version_num", sa.String(32), primary_key=True,
-                                     nullable=False))
+                           sa.Column("version_num", sa.String(32), nullable=False),
+                           sa.PrimaryKeyConstraint("version_num",
+                                                   name="alembic_version_pkc"))
         version.create(bind)
         bind.execute(version.insert().values(version_num=tables.UPSTREAM_ALEMBIC_HEAD))

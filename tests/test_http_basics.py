@@ -1,0 +1,107 @@
+"""Behaviour shared by every endpoint: versions, errors, headers, bodies."""
+
+import re
+
+import pytest
+
+from allotment.http.microversion import GATES
+
+
+def test_root_document_without_token(client):
+    resp = client.get("/", token=None)
+    assert resp.status == 200
+    version = resp.json()["versions"][0]
+    assert version == {"id": "v1.0", "max_version": "1.39", "min_version": "1.0",
+                       "status": "CURRENT", "links": [{"rel": "self", "href": ""}]}
+
+
+def test_no_token_is_401_except_root(client):
+    resp = client.get("/resource_providers", token=None)
+    assert resp.status == 401
+    assert resp.json()["errors"][0]["title"] == "Unauthorized"
+
+
+def test_microversion_headers(client):
+    resp = client.get("/")
+    assert resp.headers["openstack-api-version"] == "placement 1.0"
+    assert "openstack-api-version" in resp.headers["vary"]
+    resp = client.get("/", version="latest")
+    assert resp.headers["openstack-api-version"] == "placement 1.39"
+    resp = client.get("/", version="1.17")
+    assert resp.headers["openstack-api-version"] == "placement 1.17"
+    resp = client.get("/", version="1.01")
+    assert resp.headers["openstack-api-version"] == "placement 1.1"
+
+
+@pytest.mark.parametrize("value", ["0.5", "1.40", "2.0"])
+def test_version_out_of_range_is_406_with_range(client, value):
+    resp = client.get("/", version=value)
+    assert resp.status == 406
+    error = resp.json()["errors"][0]
+    assert f"Unacceptable version header: {value}" in error["detail"]
+    assert error["max_version"] == "1.39" and error["min_version"] == "1.0"
+
+
+@pytest.mark.parametrize("value", ["pony.horse", "1.2.3", "1", "1.x"])
+def test_malformed_version_is_400(client, value):
+    resp = client.get("/", version=value)
+    assert resp.status == 400
+    assert "invalid version string" in resp.detail
+
+
+def test_error_format_and_request_id(client):
+    resp = client.get("/barnabas")
+    assert resp.status == 404
+    error = resp.json()["errors"][0]
+    assert error["title"] == "Not Found"
+    assert re.match(r"req-[0-9a-f-]{36}$", error["request_id"])
+    assert resp.headers["x-openstack-request-id"] == error["request_id"]
+    assert "code" not in error
+    resp = client.get("/barnabas", version="1.23")
+    assert resp.error_code == "placement.undefined_code"
+
+
+def test_405_lists_allowed_methods(client):
+    resp = client.delete("/")
+    assert resp.status == 405
+    assert resp.headers["allow"] == "GET"
+    resp = client.request("OPTIONS", "/resource_providers")
+    assert resp.status == 405
+    assert sorted(resp.headers["allow"].split(", ")) == ["GET", "POST"]
+    assert "The method OPTIONS is not allowed" in resp.detail
+
+
+def test_accept_negotiation(client):
+    assert client.get("/resource_providers", headers={"Accept": "text/plain"}).status == 406
+    resp = client.get("/resource_providers",
+                      headers={"Accept": "text/html,application/xml;q=0.9,*/*;q=0.8"})
+    assert resp.status == 200
+    resp = client.get("/resource_providers/x", headers={"Accept": "text/html"})
+    assert resp.status == 406 or resp.headers["content-type"].startswith("text/html")
+
+
+def test_body_preconditions(client):
+    resp = client.post("/resource_providers", raw="I want a provider",
+                       headers={"Content-Type": "text/plain"})
+    assert resp.status == 415
+    resp = client.post("/resource_providers", raw="I want a provider")
+    assert resp.status == 400
+    assert "content-type header required" in resp.detail
+    resp = client.post("/resource_providers", raw="{bad json",
+                       headers={"Content-Type": "application/json"})
+    assert resp.status == 400
+    assert "Malformed JSON" in resp.detail
+    assert client.get("/resource_providers").json()["resource_providers"] == []
+
+
+def test_cache_headers_from_1_15(client):
+    resp = client.get("/", version="1.14")
+    assert "last-modified" not in resp.headers and "cache-control" not in resp.headers
+    resp = client.get("/", version="1.15")
+    assert resp.headers["cache-control"] == "no-cache"
+    assert re.match(r"^\w+, \d+ \w+ \d{4} [\d:]+ GMT$", resp.headers["last-modified"])
+
+
+def test_gates_table_is_ordered_and_complete():
+    minors = sorted(minor for _major, minor in GATES.values())
+    assert minors == list(range(1, 40))
