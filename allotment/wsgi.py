@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import threading
 
 import falcon
 from oslo_config import cfg
@@ -105,10 +106,13 @@ class _LazyApplication:
 
     def __init__(self) -> None:
         self._app = None
+        self._lock = threading.Lock()
 
     def __call__(self, environ, start_response):
         if self._app is None:
-            self._app = _load_application()
+            with self._lock:
+                if self._app is None:
+                    self._app = _load_application()
         return self._app(environ, start_response)
 
 

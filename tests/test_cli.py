@@ -127,3 +127,17 @@ def test_sync_in_several_processes_at_once(backend, tmp_path):
     finally:
         if backend != "sqlite":
             conftest._drop_server_database(backend, url)
+
+
+def test_wsgi_application_reads_config_dir(tmp_path, monkeypatch):
+    """``allotment.wsgi:application`` for uwsgi/gunicorn/mod_wsgi configures itself."""
+    import falcon.testing
+
+    from allotment import wsgi
+
+    _write_conf(tmp_path / "placement.conf", f"sqlite:///{tmp_path}/wsgi.db")
+    monkeypatch.setenv("OS_PLACEMENT_CONFIG_DIR", str(tmp_path))
+    client = falcon.testing.TestClient(wsgi._LazyApplication())
+    resp = client.simulate_get("/resource_providers", headers={"X-Auth-Token": "admin"})
+    assert resp.status_code == 200
+    assert resp.json == {"resource_providers": []}
