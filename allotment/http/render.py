@@ -48,3 +48,8 @@ def no_content(resp: falcon.Response) -> None:
     resp.status = 204
     resp.content_type = None
     resp.text = None
+
+
+def absolute_url(req: falcon.Request, path: str) -> str:
+    """``path`` (under the application root) as a full URL, as WebOb sends Location."""
+    return f"{req.prefix}{path}"

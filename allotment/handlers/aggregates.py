@@ -1,0 +1,58 @@
+"""/resource_providers/{uuid}/aggregates (from 1.1).
+
+From 1.19 the body carries the provider generation, which is checked and
+bumped; before, writes leave the generation alone.
+"""
+
+from __future__ import annotations
+
+import falcon
+
+from allotment import errors
+from allotment.handlers.base import Resource, require_version
+from allotment.http import render
+from allotment.http.request import json_body, validate
+from allotment.ledger import aggregates, providers
+from allotment.schemas import aggregates as schemas
+
+
+def _send(req: falcon.Request, resp: falcon.Response, generation: int,
+          uuids: list[str]) -> None:
+    body: dict = {"aggregates": uuids}
+    if req.context.version.has("aggregates_generation"):
+        body["resource_provider_generation"] = generation
+    # No time is kept for the associations: like upstream, "now".
+    render.json_response(req, resp, body)
+
+
+class ProviderAggregates(Resource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+        require_version(req, "aggregates")
+        self.authorize(req, "placement:resource_providers:aggregates:list")
+        with self.db.read() as conn:
+            provider = providers.require(conn, uuid)
+            uuids = aggregates.provider_aggregates(conn, provider.id)
+        _send(req, resp, provider.generation, uuids)
+
+    def on_put(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+        require_version(req, "aggregates")
+        self.authorize(req, "placement:resource_providers:aggregates:update")
+        with_generation = req.context.version.has("aggregates_generation")
+        data = json_body(req)
+        with self.db.write() as conn:
+            # A missing provider is reported before a malformed body.
+            provider = providers.require(conn, uuid)
+            validate(data, schemas.SET_1_19 if with_generation else schemas.SET_1_1)
+            generation = provider.generation
+            if with_generation:
+                if provider.generation != data["resource_provider_generation"]:
+                    raise errors.ConcurrentUpdate(
+                        "Resource provider's generation already changed. Please update "
+                        "the generation and try again.")
+                uuids = data["aggregates"]
+            else:
+                uuids = data
+            aggregates.set_provider_aggregates(conn, provider, uuids)
+            if with_generation:
+                generation = providers.bump_generation(conn, provider)
+        _send(req, resp, generation, uuids)

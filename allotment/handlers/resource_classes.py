@@ -1,0 +1,110 @@
+"""/resource_classes and /resource_classes/{name} (from 1.2).
+
+PUT changes meaning at 1.7: before, it renames a custom class (JSON body);
+from 1.7 it creates the class named in the URL if needed (no body).
+"""
+
+from __future__ import annotations
+
+import falcon
+
+from allotment import errors
+from allotment.handlers.base import Resource, require_version
+from allotment.http import render
+from allotment.http.request import json_body, validate
+from allotment.ledger import resource_classes
+from allotment.schemas import resource_classes as schemas
+
+
+def _class_path(req: falcon.Request, name: str) -> str:
+    return f"{req.env.get('SCRIPT_NAME', '')}/resource_classes/{name}"
+
+
+def _class_body(req: falcon.Request, rc: resource_classes.ResourceClass) -> dict:
+    return {"name": rc.name, "links": [{"rel": "self", "href": _class_path(req, rc.name)}]}
+
+
+def _modified(rc: resource_classes.ResourceClass):
+    return rc.updated_at or rc.created_at
+
+
+class ResourceClassCollection(Resource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        require_version(req, "resource_classes")
+        self.authorize(req, "placement:resource_classes:list")
+        with self.db.read() as conn:
+            found = resource_classes.list_classes(conn)
+        body = {"resource_classes": [_class_body(req, rc) for rc in found]}
+        render.json_response(req, resp, body,
+                             last_modified=render.newest(_modified(rc) for rc in found))
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        require_version(req, "resource_classes")
+        self.authorize(req, "placement:resource_classes:create")
+        data = json_body(req, schemas.CLASS)
+        name = data["name"]
+        with self.db.write() as conn:
+            try:
+                resource_classes.create(conn, name)
+            except resource_classes.ClassExists:
+                raise errors.Conflict(
+                    f"Conflicting resource class already exists: {name}") from None
+        resp.set_header("Location", render.absolute_url(req, f"/resource_classes/{name}"))
+        resp.status = 201
+        resp.content_type = None
+
+
+class ResourceClass(Resource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        require_version(req, "resource_classes")
+        self.authorize(req, "placement:resource_classes:show")
+        with self.db.read() as conn:
+            rc = resource_classes.require(conn, name)
+        render.json_response(req, resp, _class_body(req, rc), last_modified=_modified(rc))
+
+    def on_put(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        require_version(req, "resource_classes")
+        if req.context.version.has("resource_class_put_create"):
+            self._ensure(req, resp, name)
+        else:
+            self._rename(req, resp, name)
+
+    def _rename(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        self.authorize(req, "placement:resource_classes:update")
+        data = json_body(req, schemas.CLASS)
+        with self.db.write() as conn:
+            rc = resource_classes.require(conn, name)
+            try:
+                rc = resource_classes.rename(conn, rc, data["name"])
+            except resource_classes.ClassExists:
+                raise errors.Conflict(
+                    f"Resource class already exists: {data['name']}") from None
+        # Upstream sends no cache headers here.
+        render.json_response(req, resp, _class_body(req, rc), cache_headers=False)
+
+    def _ensure(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        self.authorize(req, "placement:resource_classes:update")
+        # The URL's name must pass the same schema as a POSTed body.
+        validate({"name": name}, schemas.CLASS)
+        status = 204
+        with self.db.write() as conn:
+            if resource_classes.get(conn, name) is None:
+                try:
+                    resource_classes.create(conn, name)
+                    status = 201
+                except resource_classes.ClassExists:
+                    pass  # Created meanwhile by somebody else: it exists, as asked.
+        resp.status = status
+        resp.content_type = None
+        resp.set_header("Location", render.absolute_url(req, f"/resource_classes/{name}"))
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        require_version(req, "resource_classes")
+        self.authorize(req, "placement:resource_classes:delete")
+        with self.db.write() as conn:
+            rc = resource_classes.require(conn, name)
+            try:
+                resource_classes.delete(conn, rc)
+            except (resource_classes.StandardClass, resource_classes.ClassInUse) as exc:
+                raise type(exc)(f"Error in delete resource class: {exc.message}") from None
+        render.no_content(resp)

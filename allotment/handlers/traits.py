@@ -1,0 +1,136 @@
+"""/traits, /traits/{name} and /resource_providers/{uuid}/traits (from 1.6)."""
+
+from __future__ import annotations
+
+import falcon
+
+from allotment import errors
+from allotment.handlers.base import Resource, require_version
+from allotment.http import render
+from allotment.http.request import json_body, query, validate, validate_query
+from allotment.ledger import providers, traits
+from allotment.schemas import traits as schemas
+
+_INVALID_TRAIT = (
+    'The trait is invalid. A valid trait must be no longer than 255 characters, start '
+    'with the prefix "CUSTOM_" and use following characters: "A"-"Z", "0"-"9" and "_"')
+_GENERATION_CHANGED = ("Resource provider's generation already changed. Please update "
+                       "the generation and try again.")
+
+
+def _traits_body(found: list[traits.Trait]) -> dict:
+    return {"traits": [trait.name for trait in found]}
+
+
+def _last_modified(found: list[traits.Trait]):
+    return render.newest(trait.modified for trait in found)
+
+
+def _name_filter(value: str) -> dict:
+    """``in:A,B`` or ``startswith:PREFIX``; other operators filter nothing (upstream)."""
+    op, sep, operand = value.partition(":")
+    if not sep:
+        raise errors.BadRequest(
+            "Badly formatted name parameter. Expected name query string parameter in "
+            f'form: ?name=[in|startswith]:[name1,name2|prefix]. Got: "{value}"')
+    if op == "in":
+        return {"names": operand.split(",")}
+    if op == "startswith":
+        return {"prefix": operand}
+    return {}
+
+
+class TraitCollection(Resource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        require_version(req, "traits")
+        self.authorize(req, "placement:traits:list")
+        q = query(req)
+        validate_query(q, schemas.LIST)
+        filters: dict = {}
+        if "name" in q:
+            filters = _name_filter(q.get("name"))
+        if "associated" in q:
+            associated = q.get("associated").lower()
+            if associated not in ("true", "false"):
+                raise errors.BadRequest(
+                    'The query parameter "associated" only accepts "true" or "false"')
+            filters["associated"] = associated == "true"
+        with self.db.read() as conn:
+            found = traits.list_traits(conn, **filters)
+        render.json_response(req, resp, _traits_body(found),
+                             last_modified=_last_modified(found))
+
+
+class Trait(Resource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        require_version(req, "traits")
+        self.authorize(req, "placement:traits:show")
+        with self.db.read() as conn:
+            trait = traits.require(conn, name)
+        render.no_content(resp)
+        if req.context.version.has("cache_headers"):
+            render.set_cache_headers(resp, trait.created_at)
+
+    def on_put(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        require_version(req, "traits")
+        self.authorize(req, "placement:traits:update")
+        try:
+            validate(name, schemas.CUSTOM_TRAIT)
+        except errors.BadRequest:
+            raise errors.BadRequest(_INVALID_TRAIT) from None
+        with self.db.write() as conn:
+            trait, created = traits.ensure(conn, name)
+        render.no_content(resp)
+        resp.status = 201 if created else 204
+        resp.set_header("Location", render.absolute_url(req, f"/traits/{name}"))
+        if req.context.version.has("cache_headers"):
+            render.set_cache_headers(resp, trait.created_at)
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        require_version(req, "traits")
+        self.authorize(req, "placement:traits:delete")
+        with self.db.write() as conn:
+            traits.delete(conn, name)
+        render.no_content(resp)
+
+
+class ProviderTraits(Resource):
+    def _send(self, req: falcon.Request, resp: falcon.Response, generation: int,
+              found: list[traits.Trait]) -> None:
+        body = {**_traits_body(found), "resource_provider_generation": generation}
+        render.json_response(req, resp, body, last_modified=_last_modified(found))
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+        require_version(req, "traits")
+        self.authorize(req, "placement:resource_providers:traits:list")
+        with self.db.read() as conn:
+            provider = providers.require(conn, uuid)
+            found = traits.provider_traits(conn, provider.id)
+        self._send(req, resp, provider.generation, found)
+
+    def on_put(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+        require_version(req, "traits")
+        self.authorize(req, "placement:resource_providers:traits:update")
+        data = json_body(req, schemas.SET_PROVIDER_TRAITS)
+        with self.db.write() as conn:
+            provider = providers.require(conn, uuid)
+            if provider.generation != data["resource_provider_generation"]:
+                raise errors.ConcurrentUpdate(_GENERATION_CHANGED)
+            names = set(data["traits"])
+            found = traits.list_traits(conn, names=sorted(names)) if names else []
+            missing = names - {trait.name for trait in found}
+            if missing:
+                raise errors.BadRequest(f"No such trait {', '.join(sorted(missing))}")
+            generation = provider.generation
+            if traits.set_provider_traits(conn, provider, found):
+                generation = providers.bump_generation(conn, provider)
+        self._send(req, resp, generation, found)
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+        require_version(req, "traits")
+        self.authorize(req, "placement:resource_providers:traits:delete")
+        with self.db.write() as conn:
+            provider = providers.require(conn, uuid)
+            if traits.set_provider_traits(conn, provider, []):
+                providers.bump_generation(conn, provider)
+        render.no_content(resp)
