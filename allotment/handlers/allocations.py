@@ -1,0 +1,127 @@
+"""/allocations/{consumer_uuid} (GET, PUT, DELETE) and /allocations (POST, 1.13+).
+
+The handlers turn request bodies of every version into ``allocations.Claim``
+values and hand them to the ledger, which does the whole write in one
+transaction (retried in a fresh one when it loses a race).
+"""
+
+from __future__ import annotations
+
+import falcon
+from oslo_config import cfg
+
+from allotment import errors
+from allotment.handlers.base import Resource, require_version
+from allotment.http import render
+from allotment.http.microversion import Version
+from allotment.http.request import is_uuid_like, json_body
+from allotment.ledger import allocations, retry
+from allotment.ledger.consumers import UNKNOWN_TYPE
+from allotment.ledger.providers import normalize_uuid
+from allotment.schemas import allocations as schemas
+
+# How a lost race reads once the retries are used up (as upstream words it).
+RACE_PREFIX = "Inventory and/or allocations changed while attempting to allocate: "
+
+
+def claim_from_body(consumer_uuid: str, data: dict, version: Version,
+                    conf: cfg.ConfigOpts) -> allocations.Claim:
+    """One consumer's entry of a PUT or POST body, in any version's format."""
+    entries = data["allocations"]
+    if isinstance(entries, list):
+        # Before 1.12: a list of {resource_provider: {uuid}, resources}.
+        by_provider = {item["resource_provider"]["uuid"]: item["resources"]
+                       for item in entries}
+    else:
+        by_provider = {rp_uuid: entry["resources"] for rp_uuid, entry in entries.items()}
+    project_id, user_id = data.get("project_id"), data.get("user_id")
+    if project_id is None:
+        # Before 1.8 the owner is not given: record the configured placeholders.
+        project_id = conf.placement.incomplete_consumer_project_id
+        user_id = conf.placement.incomplete_consumer_user_id
+    return allocations.Claim(
+        consumer_uuid=consumer_uuid,
+        allocations=by_provider,
+        project_id=project_id,
+        user_id=user_id,
+        generation=data.get("consumer_generation"),
+        check_generation=version.has("consumer_generation"),
+        consumer_type=data.get("consumer_type") if version.has("consumer_types") else None,
+    )
+
+
+def consumer_body(req: falcon.Request, found: allocations.ConsumerAllocations | None) -> dict:
+    version = req.context.version
+    by_provider: dict[str, dict] = {}
+    for held in found.held if found else []:
+        entry = by_provider.setdefault(held.provider_uuid, {"resources": {}})
+        entry["resources"][held.resource_class] = held.used
+        entry["generation"] = held.provider_generation
+    body: dict = {"allocations": by_provider}
+    if found and version.has("allocations_dict_format"):
+        consumer = found.consumer
+        body["project_id"] = consumer.project
+        body["user_id"] = consumer.user
+        if version.has("consumer_generation"):
+            body["consumer_generation"] = consumer.generation
+        if version.has("consumer_types"):
+            body["consumer_type"] = consumer.consumer_type or UNKNOWN_TYPE
+    return body
+
+
+class Allocations(Resource):
+    """POST /allocations: claims for several consumers, all or nothing."""
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        require_version(req, "post_allocations")
+        self.authorize(req, "placement:allocations:manage")
+        version = req.context.version
+        data = json_body(req, schemas.post_schema(version))
+        claims = [claim_from_body(uuid, entry, version, self.conf)
+                  for uuid, entry in data.items()]
+        try:
+            allocations.claim(self.db, claims,
+                              self.conf.placement.allocation_conflict_retry_count)
+        except allocations.UnknownResourceClass as exc:
+            raise errors.BadRequest(f"Unable to allocate inventory {exc.message}") from None
+        except retry.RetriesExhausted as exc:
+            raise errors.ConcurrentUpdate(RACE_PREFIX + exc.message) from None
+        render.no_content(resp)
+
+
+class ConsumerAllocations(Resource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, consumer_uuid: str) -> None:
+        self.authorize(req, "placement:allocations:list")
+        with self.db.read() as conn:
+            found = allocations.for_consumer(conn, consumer_uuid)
+        render.json_response(
+            req, resp, consumer_body(req, found),
+            last_modified=render.newest(h.changed_at for h in found.held) if found else None)
+
+    def on_put(self, req: falcon.Request, resp: falcon.Response, consumer_uuid: str) -> None:
+        self.authorize(req, "placement:allocations:update")
+        if not is_uuid_like(consumer_uuid):
+            raise errors.BadRequest(f"Malformed consumer_uuid: {consumer_uuid}")
+        consumer_uuid = normalize_uuid(consumer_uuid)
+        version = req.context.version
+        data = json_body(req, schemas.put_schema(version))
+        claim = claim_from_body(consumer_uuid, data, version, self.conf)
+        try:
+            allocations.claim(self.db, [claim],
+                              self.conf.placement.allocation_conflict_retry_count)
+        except allocations.UnknownResourceClass as exc:
+            raise errors.BadRequest(f"Unable to allocate inventory for consumer "
+                                    f"{consumer_uuid}: {exc.message}") from None
+        except retry.RetriesExhausted as exc:
+            raise errors.ConcurrentUpdate(RACE_PREFIX + exc.message) from None
+        render.no_content(resp)
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response,
+                  consumer_uuid: str) -> None:
+        self.authorize(req, "placement:allocations:delete")
+        deleted = retry.write_with_retries(
+            self.db, lambda conn: allocations.delete_for_consumer(conn, consumer_uuid),
+            self.conf.placement.allocation_conflict_retry_count)
+        if not deleted:
+            raise errors.NotFound(f"No allocations for consumer '{consumer_uuid}'")
+        render.no_content(resp)

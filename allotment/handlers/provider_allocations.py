@@ -1,0 +1,32 @@
+"""/resource_providers/{uuid}/allocations: every consumer's claim on one provider."""
+
+from __future__ import annotations
+
+import falcon
+
+from allotment import errors
+from allotment.handlers.base import Resource
+from allotment.http import render
+from allotment.ledger import allocations, providers
+
+
+class ProviderAllocations(Resource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+        self.authorize(req, "placement:resource_providers:allocations:list")
+        with self.db.read() as conn:
+            provider = providers.get(conn, uuid)
+            if provider is None:
+                raise errors.NotFound(f"Resource provider '{uuid}' not found: "
+                                      f"No resource provider with uuid {uuid} found")
+            held = allocations.for_provider(conn, provider.id)
+        show_generation = req.context.version.has("consumer_generation")
+        by_consumer: dict[str, dict] = {}
+        for item in held:
+            entry = by_consumer.setdefault(item.consumer_uuid, {"resources": {}})
+            entry["resources"][item.resource_class] = item.used
+            if show_generation:
+                entry["consumer_generation"] = item.consumer_generation
+        body = {"allocations": by_consumer,
+                "resource_provider_generation": provider.generation}
+        render.json_response(req, resp, body,
+                             last_modified=render.newest(h.changed_at for h in held))

@@ -1,0 +1,44 @@
+"""/resource_providers/{uuid}/usages and /usages (1.9+): sums of what is allocated."""
+
+from __future__ import annotations
+
+import falcon
+
+from allotment import errors
+from allotment.handlers.base import Resource, require_version
+from allotment.http import render
+from allotment.http.request import query, validate_query
+from allotment.ledger import providers, usages
+from allotment.schemas import usages as schemas
+
+
+class ProviderUsages(Resource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+        self.authorize(req, "placement:resource_providers:usages")
+        with self.db.read() as conn:
+            provider = providers.get(conn, uuid)
+            if provider is None:
+                raise errors.NotFound(f"No resource provider with uuid {uuid} found: "
+                                      f"No resource provider with uuid {uuid} found")
+            used = usages.for_provider(conn, provider.id)
+        body = {"resource_provider_generation": provider.generation, "usages": used}
+        # Usage is "now": there is no meaningful modification time to show.
+        render.json_response(req, resp, body)
+
+
+class Usages(Resource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        require_version(req, "usages")
+        q = query(req)
+        project_id = q.get("project_id")
+        self.authorize(req, "placement:usages", target={"project_id": project_id})
+        version = req.context.version
+        validate_query(q, schemas.list_schema(version))
+        user_id = q.get("user_id")
+        with self.db.read() as conn:
+            if version.has("consumer_types"):
+                found = usages.for_project_by_type(conn, project_id, user_id,
+                                                   q.get("consumer_type"))
+            else:
+                found = usages.for_project(conn, project_id, user_id)
+        render.json_response(req, resp, {"usages": found})
