@@ -10,6 +10,7 @@ import falcon
 
 from allotment import errors
 from allotment.http.microversion import MAX, MIN
+from allotment.http.request import accept_ranges
 
 LOG = logging.getLogger(__name__)
 
@@ -20,16 +21,7 @@ def _preferred_error_type(accept: str | None) -> str:
         return "application/json"
     best = None
     best_q = 0.0
-    for item in accept.split(","):
-        parts = [p.strip() for p in item.split(";")]
-        media = parts[0].lower()
-        q = 1.0
-        for param in parts[1:]:
-            if param.startswith("q="):
-                try:
-                    q = float(param[2:])
-                except ValueError:
-                    q = 0.0
+    for media, q in accept_ranges(accept):
         for offer in ("text/html", "application/json"):
             if media in (offer, "*/*", offer.split("/")[0] + "/*"):
                 if q > best_q or (q == best_q and best is None):

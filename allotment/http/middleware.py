@@ -11,26 +11,11 @@ import falcon
 
 from allotment import errors
 from allotment.http import microversion
+from allotment.http.request import accepts_json
 
 REQUEST_ID_ENVIRON = "openstack.request_id"
 IDENTITY_ENVIRON = "allotment.identity"
 VERSION_HEADER = "OpenStack-API-Version"
-
-
-def _accepts_json(accept: str) -> bool:
-    for item in accept.split(","):
-        parts = [p.strip() for p in item.split(";")]
-        media = parts[0].lower()
-        q = 1.0
-        for param in parts[1:]:
-            if param.startswith("q="):
-                try:
-                    q = float(param[2:])
-                except ValueError:
-                    q = 0.0
-        if media in ("application/json", "application/*", "*/*") and q > 0:
-            return True
-    return False
 
 
 class PlacementMiddleware:
@@ -59,7 +44,7 @@ class PlacementMiddleware:
                          params: dict) -> None:
         if req.method in ("GET", "HEAD"):
             accept = req.env.get("HTTP_ACCEPT")
-            if accept and accept.strip() != "*/*" and not _accepts_json(accept):
+            if accept and accept.strip() != "*/*" and not accepts_json(accept):
                 raise errors.NotAcceptable("Only application/json is provided")
 
     def process_response(self, req: falcon.Request, resp: falcon.Response, resource,

@@ -75,6 +75,27 @@ def json_body(req: falcon.Request, schema: Mapping | None = None) -> Any:
     return data
 
 
+def accept_ranges(accept: str) -> list[tuple[str, float]]:
+    """The media ranges of an Accept header with their q values."""
+    ranges = []
+    for item in accept.split(","):
+        parts = [p.strip() for p in item.split(";")]
+        q = 1.0
+        for param in parts[1:]:
+            if param.startswith("q="):
+                try:
+                    q = float(param[2:])
+                except ValueError:
+                    q = 0.0
+        ranges.append((parts[0].lower(), q))
+    return ranges
+
+
+def accepts_json(accept: str) -> bool:
+    return any(media in ("application/json", "application/*", "*/*") and q > 0
+               for media, q in accept_ranges(accept))
+
+
 class Query:
     """A multi-valued view of the query string, in request order."""
 
