@@ -1,67 +1,113 @@
 """Authentication (noauth2 or Keystone) and the identity of each request.
 
-Both strategies end with the same request headers (X-User-Id, X-Project-Id,
-X-Roles, OpenStack-System-Scope); ``IdentityMiddleware`` turns them into an
-``Identity`` that policy checks read.
+Both strategies end with the request headers keystonemiddleware's auth_token
+defines (X-User-Id, X-Project-Id, X-Roles, OpenStack-System-Scope,
+X-Service-Roles, ...). ``IdentityMiddleware`` reads them, with the same header
+precedence as oslo.context, into an ``Identity`` whose ``policy_creds`` are
+the credentials oslo.policy checks. The version document at ``/`` needs no
+token in either mode.
 """
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+
+import webob.exc
+from oslo_config import cfg
 
 from allotment.http.middleware import IDENTITY_ENVIRON, REQUEST_ID_ENVIRON
 
 WSGIApp = Callable[[dict, Callable], Iterable[bytes]]
 
 
-def _is_root(environ: dict) -> bool:
-    return environ.get("PATH_INFO", "") in ("", "/")
-
-
 def _unauthorized(environ: dict, start_response: Callable) -> Iterable[bytes]:
-    body = {"errors": [{
-        "status": 401, "title": "Unauthorized",
-        "detail": "This server could not verify that you are authorized to access "
-                  "the document you requested.",
-    }]}
-    request_id = environ.get(REQUEST_ID_ENVIRON)
-    if request_id:
-        body["errors"][0]["request_id"] = request_id
-    payload = json.dumps(body).encode()
-    start_response("401 Unauthorized", [("Content-Type", "application/json"),
-                                        ("Content-Length", str(len(payload)))])
-    return [payload]
+    # Upstream answers a missing or invalid identity with WebOb's plain 401
+    # (its own body format, negotiated on Accept), not Placement's error body.
+    return webob.exc.HTTPUnauthorized()(environ, start_response)
+
+
+def _split(value: str | None) -> list[str]:
+    return [item.strip() for item in value.split(",")] if value else []
+
+
+def _first(environ: dict, *names: str) -> str | None:
+    """The first of several equivalent headers that is present (even if empty)."""
+    for name in names:
+        if name in environ:
+            return environ[name]
+    return None
 
 
 @dataclass
 class Identity:
+    """Who is calling, as the auth headers say; plain data for policy checks."""
+
     user_id: str | None
     project_id: str | None
     roles: list[str] = field(default_factory=list)
     system_scope: str | None = None
+    domain_id: str | None = None
+    user_domain_id: str | None = None
+    project_domain_id: str | None = None
+    is_admin_project: bool = True
+    service_user_id: str | None = None
+    service_user_domain_id: str | None = None
+    service_project_id: str | None = None
+    service_project_domain_id: str | None = None
     service_roles: list[str] = field(default_factory=list)
     auth_token: str | None = None
 
-    @property
-    def is_admin(self) -> bool:
-        return "admin" in self.roles
+    @classmethod
+    def from_environ(cls, environ: dict) -> Identity:
+        roles = _first(environ, "HTTP_X_ROLES", "HTTP_X_ROLE")
+        return cls(
+            user_id=_first(environ, "HTTP_X_USER_ID", "HTTP_X_USER"),
+            project_id=_first(environ, "HTTP_X_PROJECT_ID", "HTTP_X_TENANT_ID",
+                              "HTTP_X_TENANT"),
+            roles=_split(roles),
+            system_scope=_first(environ, "HTTP_OPENSTACK_SYSTEM_SCOPE"),
+            domain_id=_first(environ, "HTTP_X_DOMAIN_ID"),
+            user_domain_id=_first(environ, "HTTP_X_USER_DOMAIN_ID"),
+            project_domain_id=_first(environ, "HTTP_X_PROJECT_DOMAIN_ID"),
+            # Keystone only sends this header when it knows the answer; without
+            # it old "is_admin_project:True" policies must keep working.
+            is_admin_project=environ.get("HTTP_X_IS_ADMIN_PROJECT", "true").lower() == "true",
+            service_user_id=_first(environ, "HTTP_X_SERVICE_USER_ID"),
+            service_user_domain_id=_first(environ, "HTTP_X_SERVICE_USER_DOMAIN_ID"),
+            service_project_id=_first(environ, "HTTP_X_SERVICE_PROJECT_ID"),
+            service_project_domain_id=_first(environ, "HTTP_X_SERVICE_PROJECT_DOMAIN_ID"),
+            service_roles=_split(environ.get("HTTP_X_SERVICE_ROLES")),
+            auth_token=_first(environ, "HTTP_X_AUTH_TOKEN", "HTTP_X_STORAGE_TOKEN"),
+        )
 
     def policy_creds(self) -> dict:
+        """The credentials oslo.policy matches check strings against."""
         return {
             "user_id": self.user_id,
-            "project_id": self.project_id,
-            "roles": list(self.roles),
+            "user_domain_id": self.user_domain_id,
             "system_scope": self.system_scope,
+            "domain_id": self.domain_id,
+            "project_id": self.project_id,
+            "project_domain_id": self.project_domain_id,
+            "roles": list(self.roles),
+            "is_admin_project": self.is_admin_project,
+            "service_user_id": self.service_user_id,
+            "service_user_domain_id": self.service_user_domain_id,
+            "service_project_id": self.service_project_id,
+            "service_project_domain_id": self.service_project_domain_id,
             "service_roles": list(self.service_roles),
-            "is_admin": self.is_admin,
         }
 
 
 class RequestIdMiddleware:
-    """Give every request a local id and return it as X-Openstack-Request-Id."""
+    """Give every request a local id and return it as X-Openstack-Request-Id.
+
+    Outermost, like upstream's request log, it also turns a missing or bare
+    ``*/*`` Accept into ``application/json`` so that every error below it
+    (including the WebOb 401s of the auth layers) is JSON by default.
+    """
 
     def __init__(self, app: WSGIApp) -> None:
         self.app = app
@@ -69,6 +115,8 @@ class RequestIdMiddleware:
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
         request_id = "req-" + str(uuid.uuid4())
         environ[REQUEST_ID_ENVIRON] = request_id
+        if environ.get("HTTP_ACCEPT") in (None, "", "*/*"):
+            environ["HTTP_ACCEPT"] = "application/json"
 
         def _start(status: str, headers: list, exc_info=None):
             headers.append(("x-openstack-request-id", request_id))
@@ -78,13 +126,21 @@ class RequestIdMiddleware:
 
 
 class NoAuthMiddleware:
-    """noauth2: the token names the user (``user[:project]``); roles from X-Roles."""
+    """noauth2, for tests and trusted set-ups: the token names the caller.
+
+    The token is ``user[:project]`` (project defaults to the user). Roles come
+    from X-Roles; the token ``admin`` without X-Roles means the admin role.
+    Headers the client sent (X-Project-Id, OpenStack-System-Scope) are kept:
+    the project from the token only fills X-Tenant-Id, which X-Project-Id
+    overrides, and a system-scoped request gets no project at all.
+    """
 
     def __init__(self, app: WSGIApp) -> None:
         self.app = app
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
-        if _is_root(environ):
+        # Only "/" exactly: upstream asks for a token at "" (mounted at a prefix).
+        if environ.get("PATH_INFO") == "/":
             return self.app(environ, start_response)
         token = environ.get("HTTP_X_AUTH_TOKEN")
         if token is None:
@@ -99,47 +155,42 @@ class NoAuthMiddleware:
             roles = []
         environ["HTTP_X_USER_ID"] = user_id
         if not environ.get("HTTP_OPENSTACK_SYSTEM_SCOPE"):
-            environ["HTTP_X_PROJECT_ID"] = project_id
+            environ["HTTP_X_TENANT_ID"] = project_id
         environ["HTTP_X_ROLES"] = ",".join(roles)
         return self.app(environ, start_response)
 
 
 class KeystoneAuthMiddleware:
-    """keystonemiddleware's auth_token for everything but the root document."""
+    """keystonemiddleware's auth_token, configured by ``[keystone_authtoken]``.
 
-    def __init__(self, app: WSGIApp, conf) -> None:
+    It validates X-Auth-Token (and X-Service-Token) against Keystone, strips
+    any identity headers the client sent and sets the real ones. The version
+    document at the root is served without it.
+    """
+
+    def __init__(self, app: WSGIApp, conf: cfg.ConfigOpts) -> None:
         from keystonemiddleware import auth_token
 
         self.app = app
+        # The operator's ConfigOpts itself (not a project name): placement.conf
+        # may come from OS_PLACEMENT_CONFIG_DIR or --config-file.
         self.protected = auth_token.AuthProtocol(app, {"oslo_config_config": conf})
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
-        if _is_root(environ):
+        if environ.get("PATH_INFO") in ("/", ""):
             return self.app(environ, start_response)
         return self.protected(environ, start_response)
 
 
-def _split(value: str | None) -> list[str]:
-    return [item.strip() for item in (value or "").split(",") if item.strip()]
-
-
 class IdentityMiddleware:
-    """Build the request's Identity from the auth headers; 401 without a user."""
+    """Attach the request's Identity; 401 when no user is known (but at the root)."""
 
     def __init__(self, app: WSGIApp) -> None:
         self.app = app
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
-        user_id = environ.get("HTTP_X_USER_ID") or environ.get("HTTP_X_USER")
-        if user_id is None and not _is_root(environ):
+        identity = Identity.from_environ(environ)
+        if identity.user_id is None and environ.get("PATH_INFO") not in ("/", ""):
             return _unauthorized(environ, start_response)
-        environ[IDENTITY_ENVIRON] = Identity(
-            user_id=user_id,
-            project_id=environ.get("HTTP_X_PROJECT_ID") or environ.get("HTTP_X_TENANT_ID")
-            or environ.get("HTTP_X_TENANT"),
-            roles=[r.lower() for r in _split(environ.get("HTTP_X_ROLES"))],
-            system_scope=environ.get("HTTP_OPENSTACK_SYSTEM_SCOPE") or None,
-            service_roles=[r.lower() for r in _split(environ.get("HTTP_X_SERVICE_ROLES"))],
-            auth_token=environ.get("HTTP_X_AUTH_TOKEN"),
-        )
+        environ[IDENTITY_ENVIRON] = identity
         return self.app(environ, start_response)

@@ -1,79 +1,228 @@
-"""Policy: oslo.policy rules with upstream Placement's names and defaults."""
+"""Who may do what: Placement's policy rules on oslo.policy, one enforcer per app.
+
+The rule names, default check strings, scope types and deprecated legacy
+rules are upstream Placement's, so an operator's existing ``policy.yaml``
+(``[oslo_policy] policy_file`` / ``policy_dirs``) overrides them unchanged and
+``[oslo_policy] enforce_new_defaults`` picks between the two default sets:
+
+- ``enforce_new_defaults = True`` (secure RBAC): each rule is its check string
+  below; project-scoped ``admin`` or ``service`` for most APIs, ``service``
+  only for the reshaper, and readers of their own project for ``GET /usages``.
+- ``enforce_new_defaults = False`` (legacy): oslo.policy ORs each base rule
+  with its deprecated default ``role:admin``, so an admin may also reshape.
+
+Every API rule is scoped to projects: a system-scoped token
+(``OpenStack-System-Scope: all``) is refused whatever its roles. oslo.policy
+6 (which upstream requires) always checks scope; an ``[oslo_policy]
+enforce_scope`` left in an old config file is ignored, as upstream ignores it.
+"""
 
 from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from oslo_config import cfg
 from oslo_policy import policy as oslo_policy
 
 from allotment import errors
 
-ADMIN_OR_SERVICE = "rule:admin_or_service_api"
+if TYPE_CHECKING:
+    from allotment.auth import Identity
 
-BASE_RULES = [
-    oslo_policy.RuleDefault("admin_api", "role:admin"),
-    oslo_policy.RuleDefault("service_api", "role:service"),
-    oslo_policy.RuleDefault("admin_or_service_api", "role:admin or role:service"),
-    oslo_policy.RuleDefault("project_reader_api", "role:reader and project_id:%(project_id)s"),
-    oslo_policy.RuleDefault("admin_or_project_reader_or_service_api",
-                            "role:admin or rule:project_reader_api or role:service"),
+LOG = logging.getLogger(__name__)
+
+PROJECT_SCOPE = ["project"]
+
+# The rule every base rule replaced in the Wallaby release; with
+# enforce_new_defaults = False oslo.policy still ORs it in.
+LEGACY_ADMIN = oslo_policy.DeprecatedRule(
+    name="rule:admin_api",
+    check_str="role:admin",
+    deprecated_reason=(
+        "Placement API policies gained new default roles with scope types; "
+        "the admin-only legacy default is kept only while enforce_new_defaults "
+        "is False."),
+    deprecated_since="W",
+)
+
+ADMIN_OR_SERVICE = "rule:admin_or_service_api"
+SERVICE = "rule:service_api"
+ADMIN_OR_PROJECT_READER_OR_SERVICE = "rule:admin_or_project_reader_or_service_api"
+
+BASE_RULES: list[oslo_policy.RuleDefault] = [
+    oslo_policy.RuleDefault(
+        "admin_api", "role:admin",
+        description="Default rule for most placement APIs.",
+        scope_types=PROJECT_SCOPE),
+    oslo_policy.RuleDefault(
+        "service_api", "role:service",
+        description="Default rule for service-to-service placement APIs.",
+        scope_types=PROJECT_SCOPE, deprecated_rule=LEGACY_ADMIN),
+    oslo_policy.RuleDefault(
+        "admin_or_service_api", "role:admin or role:service",
+        description="Default rule for most placement APIs.",
+        scope_types=PROJECT_SCOPE, deprecated_rule=LEGACY_ADMIN),
+    # Upstream gives this one no scope types: it is only ever used through
+    # admin_or_project_reader_or_service_api, which has them.
+    oslo_policy.RuleDefault(
+        "project_reader_api", "role:reader and project_id:%(project_id)s",
+        description="Default rule for Project level reader APIs.",
+        deprecated_rule=LEGACY_ADMIN),
+    oslo_policy.RuleDefault(
+        "admin_or_project_reader_or_service_api",
+        "role:admin or rule:project_reader_api or role:service",
+        description="Default rule for project level reader APIs.",
+        scope_types=PROJECT_SCOPE, deprecated_rule=LEGACY_ADMIN),
 ]
 
-API_RULES = {
-    name: ADMIN_OR_SERVICE
-    for name in [
-        "placement:resource_providers:list",
-        "placement:resource_providers:create",
-        "placement:resource_providers:show",
-        "placement:resource_providers:update",
-        "placement:resource_providers:delete",
-        "placement:resource_classes:list",
-        "placement:resource_classes:create",
-        "placement:resource_classes:show",
-        "placement:resource_classes:update",
-        "placement:resource_classes:delete",
-        "placement:resource_providers:inventories:list",
-        "placement:resource_providers:inventories:create",
-        "placement:resource_providers:inventories:show",
-        "placement:resource_providers:inventories:update",
-        "placement:resource_providers:inventories:delete",
-        "placement:resource_providers:aggregates:list",
-        "placement:resource_providers:aggregates:update",
-        "placement:resource_providers:usages",
-        "placement:traits:list",
-        "placement:traits:show",
-        "placement:traits:update",
-        "placement:traits:delete",
-        "placement:resource_providers:traits:list",
-        "placement:resource_providers:traits:update",
-        "placement:resource_providers:traits:delete",
-        "placement:allocations:manage",
-        "placement:allocations:list",
-        "placement:allocations:update",
-        "placement:allocations:delete",
-        "placement:resource_providers:allocations:list",
-        "placement:allocation_candidates:list",
+
+@dataclass(frozen=True)
+class ApiRule:
+    """One API rule: its name, default, what it guards (for generated docs)."""
+
+    name: str
+    check_str: str
+    description: str
+    operations: tuple[tuple[str, str], ...]
+
+
+RP = "/resource_providers/{uuid}"
+
+API_RULES: list[ApiRule] = [
+    ApiRule("placement:resource_providers:list", ADMIN_OR_SERVICE,
+            "List resource providers.", (("GET", "/resource_providers"),)),
+    ApiRule("placement:resource_providers:create", ADMIN_OR_SERVICE,
+            "Create resource provider.", (("POST", "/resource_providers"),)),
+    ApiRule("placement:resource_providers:show", ADMIN_OR_SERVICE,
+            "Show resource provider.", (("GET", RP),)),
+    ApiRule("placement:resource_providers:update", ADMIN_OR_SERVICE,
+            "Update resource provider.", (("PUT", RP),)),
+    ApiRule("placement:resource_providers:delete", ADMIN_OR_SERVICE,
+            "Delete resource provider.", (("DELETE", RP),)),
+    ApiRule("placement:resource_classes:list", ADMIN_OR_SERVICE,
+            "List resource classes.", (("GET", "/resource_classes"),)),
+    ApiRule("placement:resource_classes:create", ADMIN_OR_SERVICE,
+            "Create resource class.", (("POST", "/resource_classes"),)),
+    ApiRule("placement:resource_classes:show", ADMIN_OR_SERVICE,
+            "Show resource class.", (("GET", "/resource_classes/{name}"),)),
+    ApiRule("placement:resource_classes:update", ADMIN_OR_SERVICE,
+            "Update resource class.", (("PUT", "/resource_classes/{name}"),)),
+    ApiRule("placement:resource_classes:delete", ADMIN_OR_SERVICE,
+            "Delete resource class.", (("DELETE", "/resource_classes/{name}"),)),
+    ApiRule("placement:resource_providers:inventories:list", ADMIN_OR_SERVICE,
+            "List resource provider inventories.", (("GET", RP + "/inventories"),)),
+    ApiRule("placement:resource_providers:inventories:create", ADMIN_OR_SERVICE,
+            "Create one resource provider inventory.", (("POST", RP + "/inventories"),)),
+    ApiRule("placement:resource_providers:inventories:show", ADMIN_OR_SERVICE,
+            "Show resource provider inventory.",
+            (("GET", RP + "/inventories/{resource_class}"),)),
+    ApiRule("placement:resource_providers:inventories:update", ADMIN_OR_SERVICE,
+            "Update resource provider inventory.",
+            (("PUT", RP + "/inventories"), ("PUT", RP + "/inventories/{resource_class}"))),
+    ApiRule("placement:resource_providers:inventories:delete", ADMIN_OR_SERVICE,
+            "Delete resource provider inventory.",
+            (("DELETE", RP + "/inventories"),
+             ("DELETE", RP + "/inventories/{resource_class}"))),
+    ApiRule("placement:resource_providers:aggregates:list", ADMIN_OR_SERVICE,
+            "List resource provider aggregates.", (("GET", RP + "/aggregates"),)),
+    ApiRule("placement:resource_providers:aggregates:update", ADMIN_OR_SERVICE,
+            "Update resource provider aggregates.", (("PUT", RP + "/aggregates"),)),
+    ApiRule("placement:resource_providers:usages", ADMIN_OR_SERVICE,
+            "List resource provider usages.", (("GET", RP + "/usages"),)),
+    # Admins (of any project) and services see every project's usage; a
+    # reader only its own, so the handler passes the queried project as target.
+    ApiRule("placement:usages", ADMIN_OR_PROJECT_READER_OR_SERVICE,
+            "List total resource usages for a given project.", (("GET", "/usages"),)),
+    ApiRule("placement:traits:list", ADMIN_OR_SERVICE,
+            "List traits.", (("GET", "/traits"),)),
+    ApiRule("placement:traits:show", ADMIN_OR_SERVICE,
+            "Show trait.", (("GET", "/traits/{name}"),)),
+    ApiRule("placement:traits:update", ADMIN_OR_SERVICE,
+            "Update trait.", (("PUT", "/traits/{name}"),)),
+    ApiRule("placement:traits:delete", ADMIN_OR_SERVICE,
+            "Delete trait.", (("DELETE", "/traits/{name}"),)),
+    ApiRule("placement:resource_providers:traits:list", ADMIN_OR_SERVICE,
+            "List resource provider traits.", (("GET", RP + "/traits"),)),
+    ApiRule("placement:resource_providers:traits:update", ADMIN_OR_SERVICE,
+            "Update resource provider traits.", (("PUT", RP + "/traits"),)),
+    ApiRule("placement:resource_providers:traits:delete", ADMIN_OR_SERVICE,
+            "Delete resource provider traits.", (("DELETE", RP + "/traits"),)),
+    ApiRule("placement:allocations:manage", ADMIN_OR_SERVICE,
+            "Manage allocations.", (("POST", "/allocations"),)),
+    ApiRule("placement:allocations:list", ADMIN_OR_SERVICE,
+            "List allocations.", (("GET", "/allocations/{consumer_uuid}"),)),
+    ApiRule("placement:allocations:update", ADMIN_OR_SERVICE,
+            "Update allocations.", (("PUT", "/allocations/{consumer_uuid}"),)),
+    ApiRule("placement:allocations:delete", ADMIN_OR_SERVICE,
+            "Delete allocations.", (("DELETE", "/allocations/{consumer_uuid}"),)),
+    ApiRule("placement:resource_providers:allocations:list", ADMIN_OR_SERVICE,
+            "List resource provider allocations.", (("GET", RP + "/allocations"),)),
+    ApiRule("placement:allocation_candidates:list", ADMIN_OR_SERVICE,
+            "List allocation candidates.", (("GET", "/allocation_candidates"),)),
+    ApiRule("placement:reshaper:reshape", SERVICE,
+            "Reshape Inventory and Allocations.", (("POST", "/reshaper"),)),
+]
+
+
+def list_rules() -> list[oslo_policy.RuleDefault]:
+    """Every rule, for the enforcer and oslo.policy's sample/doc generators."""
+    return BASE_RULES + [
+        oslo_policy.DocumentedRuleDefault(
+            name=rule.name, check_str=rule.check_str, description=rule.description,
+            operations=[{"method": m, "path": p} for m, p in rule.operations],
+            scope_types=PROJECT_SCOPE)
+        for rule in API_RULES
     ]
-}
-API_RULES["placement:usages"] = "rule:admin_or_project_reader_or_service_api"
-API_RULES["placement:reshaper:reshape"] = "rule:service_api"
 
 
 class Policy:
-    """One enforcer per application (never a global)."""
+    """The application's enforcer (never a global): defaults plus the operator's file."""
 
     def __init__(self, conf: cfg.ConfigOpts) -> None:
         self.enforcer = oslo_policy.Enforcer(conf)
-        self.enforcer.register_defaults(BASE_RULES)
-        self.enforcer.register_defaults(
-            [oslo_policy.RuleDefault(name, check) for name, check in API_RULES.items()])
+        # Every default changed at once in the RBAC refresh; one warning per
+        # rule would only flood the log.
+        self.enforcer.suppress_default_change_warnings = True
+        self.enforcer.register_defaults(list_rules())
+        # Read the operator's policy file now, so that a broken one stops the
+        # service at start; oslo.policy re-reads it when it changes on disk.
+        self.enforcer.load_rules()
 
-    def authorize(self, identity, rule: str, target: dict | None = None) -> None:
+    def authorize(self, identity: Identity | None, rule: str,
+                  target: Mapping | None = None) -> None:
+        """Raise Forbidden unless ``identity`` may apply ``rule`` to ``target``.
+
+        Without a target the caller's own project and user are the target, as
+        upstream does for rules that do not look at one.
+        """
         creds = identity.policy_creds() if identity is not None else {}
-        target = target if target is not None else {
-            "project_id": creds.get("project_id"), "user_id": creds.get("user_id")}
+        if target is None:
+            target = {"project_id": creds.get("project_id"),
+                      "user_id": creds.get("user_id")}
+        # An unregistered rule name is a programming error: let it raise.
         try:
-            allowed = self.enforcer.authorize(rule, target, creds, do_raise=False)
+            self.enforcer.authorize(rule, dict(target), creds, do_raise=True)
         except oslo_policy.InvalidScope:
-            allowed = False
-        if not allowed:
-            raise errors.Forbidden(f"Policy does not allow {rule} to be performed.")
+            LOG.debug("Policy %s refused: token scope not allowed; credentials %s",
+                      rule, creds)
+            # Upstream words a token of the wrong scope (system-scoped) this
+            # way: the detail is the bare rule name.
+            raise errors.Forbidden(rule) from None
+        except oslo_policy.PolicyNotAuthorized:
+            LOG.debug("Policy %s refused for credentials %s, target %s", rule, creds, target)
+            raise errors.Forbidden(f"Policy does not allow {rule} to be performed.") from None
+
+
+def get_enforcer() -> oslo_policy.Enforcer:
+    """The enforcer for oslo.policy's command-line tools (``oslo.policy.enforcer``).
+
+    It reads placement.conf where the service does (OS_PLACEMENT_CONFIG_DIR,
+    /etc/placement), so ``oslopolicy-policy-upgrade`` and friends see the
+    operator's policy file.
+    """
+    from allotment import config
+
+    return Policy(config.load()).enforcer
