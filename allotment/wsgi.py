@@ -29,6 +29,20 @@ ROUTES: list[tuple[str, str]] = [
     ("/", "root:Root"),
     ("/resource_providers", "providers:ProviderCollection"),
     ("/resource_providers/{uuid}", "providers:Provider"),
+    ("/resource_providers/{uuid}/inventories", "inventories:ProviderInventories"),
+    ("/resource_providers/{uuid}/inventories/{resource_class}", "inventories:ProviderInventory"),
+    ("/resource_providers/{uuid}/traits", "traits:ProviderTraits"),
+    ("/resource_providers/{uuid}/aggregates", "aggregates:ProviderAggregates"),
+    ("/resource_classes", "resource_classes:ResourceClassCollection"),
+    ("/resource_classes/{name}", "resource_classes:ResourceClass"),
+    ("/traits", "traits:TraitCollection"),
+    ("/traits/{name}", "traits:Trait"),
+    ("/resource_providers/{uuid}/allocations", "provider_allocations:ProviderAllocations"),
+    ("/resource_providers/{uuid}/usages", "usages:ProviderUsages"),
+    ("/allocations", "allocations:Allocations"),
+    ("/allocations/{consumer_uuid}", "allocations:ConsumerAllocations"),
+    ("/usages", "usages:Usages"),
+    ("/reshaper", "reshaper:Reshaper"),
 ]
 
 
@@ -88,12 +102,18 @@ def make_app(conf: cfg.ConfigOpts, db: Database | None = None, prepare: bool = T
 
 
 def _cors(app, conf: cfg.ConfigOpts):
+    """oslo.middleware's CORS from ``[cors]``, only when an origin is allowed.
+
+    It sits outside authentication, as upstream's does: a preflight carries
+    no token, and refusals (401, 403) still get the headers an allowed
+    origin's browser needs to read them.
+    """
     from oslo_middleware import cors
 
-    wrapped = cors.CORS(app, conf)
+    conf.register_opts(cors.CORS_OPTS, group="cors")
     if not conf.cors.allowed_origin:
         return app
-    return wrapped
+    return cors.CORS(app, conf)
 
 
 def _load_application():
