@@ -15,7 +15,7 @@ serve: install
 	$(VENV)/bin/allotment serve
 
 lint: install
-	$(VENV)/bin/ruff check allotment tests bench
+	$(VENV)/bin/ruff check .
 
 test: install lint
 	$(VENV)/bin/pytest
