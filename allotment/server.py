@@ -6,6 +6,7 @@ each worker builds its own application and connection pool after the fork.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 from collections.abc import Callable
@@ -50,7 +51,12 @@ class Server(BaseApplication):
             self.cfg.set(key, value)
 
     def load(self):
-        return self.app_factory()
+        app = self.app_factory()
+        # What the worker built so far lives as long as it does: keep the
+        # cyclic GC from re-scanning it whenever a big answer allocates.
+        gc.collect()
+        gc.freeze()
+        return app
 
 
 def serve(app_factory: Callable[[], Callable], host: str, port: int, workers: int,

@@ -29,6 +29,7 @@ ROUTES: list[tuple[str, str]] = [
     ("/", "root:Root"),
     ("/resource_providers", "providers:ProviderCollection"),
     ("/resource_providers/{uuid}", "providers:Provider"),
+    ("/allocation_candidates", "allocation_candidates:AllocationCandidates"),
     ("/resource_providers/{uuid}/inventories", "inventories:ProviderInventories"),
     ("/resource_providers/{uuid}/inventories/{resource_class}", "inventories:ProviderInventory"),
     ("/resource_providers/{uuid}/traits", "traits:ProviderTraits"),

@@ -1,0 +1,358 @@
+"""GET /allocation_candidates, end to end: request in, candidates out.
+
+Two paths, chosen per request from the layout ``query.resolve`` reports:
+
+* **single**: one request group and no nested or sharing provider holds any
+  requested class, so every candidate is one provider. The database does all
+  the filtering, the ordering and the ``LIMIT``.
+* **spread**: everything else. SQL finds, per group and class, the providers
+  with room (``query.match``); Python groups them by anchor tree, and
+  ``search`` combines the groups tree by tree with a lazy generator, so
+  ``limit`` (and ``max_allocation_candidates``) stop the work early.
+
+Either way the provider summaries are read last, for the trees in the answer
+only (on the single path in the same statement as the match).
+
+Randomisation (``randomize_allocation_candidates``) shuffles the trees and
+each slot's options *before* generating, and under a ``limit`` takes
+candidates from the trees in turn, so a limited answer stays spread over
+hosts without generating everything. With ``max_allocation_candidates`` set,
+as upstream documents, the sample is drawn from the first ``cap`` candidates
+in the usual (id) order.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import sqlalchemy as sa
+
+from allotment.candidates import query, search
+from allotment.candidates import summaries as trees
+from allotment.candidates.query import (
+    MEMBER,
+    ROOT_BAD,
+    ROOT_MEMBER,
+    ROOT_OK,
+    SHARING,
+    GroupIds,
+    MatchRow,
+)
+from allotment.candidates.request import CandidateRequest, Settings
+from allotment.candidates.search import Candidate, Rules, Slot
+from allotment.candidates.summaries import ProviderSummary
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass
+class Result:
+    candidates: list[Candidate] = field(default_factory=list)
+    # provider id -> summary, in provider id order
+    summaries: dict[int, ProviderSummary] = field(default_factory=dict)
+    class_names: dict[int, str] = field(default_factory=dict)
+    # provider id -> uuid for every provider named in the candidates
+    uuids: dict[int, str] = field(default_factory=dict)
+
+
+def find(conn: sa.Connection, request: CandidateRequest, settings: Settings,
+         rng: random.Random | None = None) -> Result:
+    """The allocation candidates for ``request`` (400 on unknown names)."""
+    names = query.resolve(conn, request)
+    class_names = {rc_id: name for name, rc_id in names.classes.items()}
+    groups = [query.group_ids(group, names) for group in request.groups]
+    for group, spec in zip(groups, request.groups, strict=True):
+        LOG.debug("candidates: %s", spec.describe())
+        if not group.possible:
+            LOG.debug("group '%s' names an unknown aggregate or in_tree provider: "
+                      "no candidates", group.suffix)
+            return Result(class_names=class_names)
+        if not group.resources and not (group.required or group.member_of):
+            # As upstream: a resourceless group selects providers only by
+            # positive trait or aggregate filters.
+            LOG.debug("resourceless group '%s' has nothing to select by: no candidates",
+                      group.suffix)
+            return Result(class_names=class_names)
+    roots = query.Roots(required=tuple(sorted(names.traits[n] for n in request.root_required)),
+                        forbidden=tuple(sorted(names.traits[n] for n in request.root_forbidden)))
+    rng = (rng or random.Random()) if settings.randomize else None
+    layout = names.layout
+    summaries = None
+    if len(groups) == 1 and not layout.spread_possible:
+        candidates, summaries = _single(conn, groups[0], request, settings, rng, roots)
+    else:
+        candidates = _spread(conn, groups, request, settings, rng, names, roots)
+    LOG.debug("candidates: %d returned", len(candidates))
+    if not candidates:
+        return Result(class_names=class_names)
+    in_use = set().union(*(candidate.providers() for candidate in candidates))
+    # Before 1.29 only the providers that give resources are summarised.
+    only_in_use = not request.nested_aware and layout.has_trees
+    if summaries is None:
+        if only_in_use:
+            summaries = trees.summaries(conn, providers=in_use)
+        else:
+            roots_in_use = set().union(*(candidate.roots for candidate in candidates))
+            summaries = trees.summaries(conn, roots=roots_in_use)
+    elif only_in_use:
+        summaries = {rp: summary for rp, summary in summaries.items() if rp in in_use}
+    summaries = {rp: summaries[rp] for rp in sorted(summaries)}
+    LOG.debug("candidates: %d provider summaries", len(summaries))
+    uuids = {rp: summary.uuid for rp, summary in summaries.items()}
+    named = in_use.union(*(rps for candidate in candidates
+                           for rps in candidate.mappings.values()))
+    if not named <= uuids.keys():
+        # A resourceless group's provider outside the summarised trees.
+        uuids.update(trees.provider_uuids(conn, named - uuids.keys()))
+    return Result(candidates=candidates, summaries=summaries, class_names=class_names,
+                  uuids=uuids)
+
+
+def _single(conn: sa.Connection, group: GroupIds, request: CandidateRequest,
+            settings: Settings, rng: random.Random | None, roots: query.Roots
+            ) -> tuple[list[Candidate], dict[int, ProviderSummary] | None]:
+    """Each candidate is one provider: SQL filters, orders and limits."""
+    cap = settings.max_candidates if settings.max_candidates >= 0 else None
+    limits = [n for n in (request.limit, cap) if n is not None]
+    amounts = dict(group.resources)  # shared by every candidate, never changed
+
+    def candidate(rp: int, root: int) -> Candidate:
+        return Candidate({rp: amounts}, {group.suffix: (rp,)}, roots=(root,))
+
+    if rng is None:
+        # The trees come back with the matches (and their traits next).
+        summaries = trees.single_trees(conn, group, roots, min(limits) if limits else None)
+        found = [rp for rp, summary in summaries.items() if summary.root_id == rp]
+        LOG.debug("single-provider search: %d providers serve the whole request", len(found))
+        return [candidate(rp, rp) for rp in sorted(found)], summaries
+    if cap is not None:
+        # Upstream draws the random sample from the first ``cap`` candidates.
+        found = query.single_providers(conn, group, roots, cap, random_order=False)
+    else:
+        found = query.single_providers(conn, group, roots, request.limit, random_order=True)
+    LOG.debug("single-provider search: %d providers serve the whole request", len(found))
+    chosen = search.select((candidate(rp, root) for rp, root in found),
+                           request.limit, settings.max_candidates, rng)
+    return chosen, None
+
+
+class _Facts(NamedTuple):
+    """What the match rows tell about one provider."""
+
+    root: int
+    flags: int
+    traits: int
+
+
+@dataclass
+class _Matches:
+    """Match rows sorted out: provider ids per part, facts, room."""
+
+    parts: list[tuple[int, int | None]]  # part -> (group index, class id or None)
+    by_part: list[list[int]]
+    facts: dict[int, _Facts]
+    room: dict[tuple[int, int], int]
+
+    def of_group(self, index: int) -> list[list[int]]:
+        return [rps for (i, _), rps in zip(self.parts, self.by_part, strict=True) if i == index]
+
+
+def _sort_rows(groups: list[GroupIds], rows: list[MatchRow]) -> _Matches:
+    parts: list[tuple[int, int | None]] = []
+    for index, group in enumerate(groups):
+        parts += [(index, rc) for rc, _ in group.resources] or [(index, None)]
+    by_part: list[list[int]] = [[] for _ in parts]
+    # Parts asked once for several groups share one list.
+    for part, first in enumerate(query.canonical_parts(groups)):
+        by_part[part] = by_part[first]
+    facts: dict[int, _Facts] = {}
+    room: dict[tuple[int, int], int] = {}
+    for row in rows:
+        by_part[row.part].append(row.provider)
+        if row.provider not in facts:
+            facts[row.provider] = _Facts(row.root, row.flags, row.traits)
+        if row.class_id is not None:
+            room[(row.provider, row.class_id)] = row.room
+    for rps in {id(rps): rps for rps in by_part}.values():
+        rps.sort()
+    return _Matches(parts, by_part, facts, room)
+
+
+def _spread(conn: sa.Connection, groups: list[GroupIds], request: CandidateRequest,
+            settings: Settings, rng: random.Random | None, names: query.Names,
+            roots: query.Roots) -> list[Candidate]:
+    unsuffixed = next((g for g in groups if not g.same_provider), None)
+    unsuffixed_traits = sorted({trait for s in unsuffixed.required for trait in s}) \
+        if unsuffixed else []
+    matches = _sort_rows(groups, query.match(conn, groups, names.sharing_trait, roots,
+                                             unsuffixed_traits))
+    for (index, rc), rps in zip(matches.parts, matches.by_part, strict=True):
+        LOG.debug("group '%s' class %s: %d providers have room and pass the filters",
+                  groups[index].suffix, rc, len(rps))
+        if not rps:
+            return []
+    facts = matches.facts
+
+    # A granular group needs one provider with room for all its classes.
+    serving: dict[int, list[int]] = {}
+    for index, group in enumerate(groups):
+        if group.same_provider:
+            first, *others = matches.of_group(index)
+            serving[index] = sorted(set(first).intersection(*others)) if others else first
+            LOG.debug("group '%s': %d providers serve it alone", group.suffix,
+                      len(serving[index]))
+            if not serving[index]:
+                return []
+
+    # Which sharing providers may serve trees other than their own?
+    sharing = {rp for rps in serving.values() for rp in rps if facts[rp].flags & SHARING}
+    if unsuffixed is not None:
+        sharing |= {rp for rp, f in facts.items() if _shares_unsuffixed(f.flags, unsuffixed)}
+    anchors = query.sharing_anchors(
+        conn, sharing, roots, unsuffixed.forbidden_aggs if unsuffixed else frozenset()
+    ) if sharing else {}
+    LOG.debug("%d sharing providers serve %d trees", len(anchors),
+              len({a.root for found in anchors.values() for a in found}))
+
+    # One slot per choice; for each slot, its options under each anchor root.
+    slots: list[Slot] = []
+    options: list[dict[int, list[int]]] = []
+    for index, group in enumerate(groups):
+        if group.same_provider:
+            slots.append(Slot(group.suffix, group.resources, (), True))
+            options.append(_granular_options(serving[index], facts, anchors, roots))
+            continue
+        for (i, rc), rps in zip(matches.parts, matches.by_part, strict=True):
+            if i == index:
+                amount = dict(group.resources)[rc]
+                slots.append(Slot("", ((rc, amount),), (), False))
+                options.append(_unsuffixed_options(group, rps, facts, anchors, roots))
+
+    viable = set(options[0]).intersection(*options[1:])
+    LOG.debug("%d trees have an option for every one of %d slots", len(viable), len(slots))
+    if not viable:
+        return []
+    order = sorted(viable)
+    # Random order before generating, so that a limit stays fair. With a cap
+    # upstream samples from the first ``cap`` in the usual order: so do we.
+    shuffle = rng if settings.max_candidates < 0 else None
+    if shuffle is not None:
+        shuffle.shuffle(order)
+
+    rules = _rules(conn, request, unsuffixed, unsuffixed_traits, matches)
+    seen_foreign: set[tuple] = set()
+
+    def make_tree(anchor: int) -> Iterator[Candidate]:
+        tree_slots = []
+        local = False
+        for slot, by_anchor in zip(slots, options, strict=True):
+            choices = by_anchor[anchor]
+            if shuffle is not None:
+                choices = shuffle.sample(choices, len(choices))
+            local = local or any(facts[rp].root == anchor for rp in choices)
+            tree_slots.append(Slot(slot.suffix, slot.amounts, tuple(choices), slot.granular))
+        if not local:
+            # Only sharing providers from elsewhere: the same offers as any
+            # other tree they serve alike.
+            signature = tuple(frozenset(slot.options) for slot in tree_slots)
+            if signature in seen_foreign:
+                return iter(())
+            seen_foreign.add(signature)
+        return search.tree_candidates(tree_slots, rules)
+
+    # A random sample under a limit takes from every tree in turn.
+    breadth_first = settings.strategy == "breadth-first" or (
+        shuffle is not None and request.limit is not None)
+    generated = search.generate(order, make_tree, breadth_first)
+    if anchors:
+        # Only sharing providers make one offer reachable from two trees.
+        generated = search.unique(generated)
+    return search.select(generated, request.limit, settings.max_candidates, rng)
+
+
+def _granular_options(serving: list[int], facts: dict[int, _Facts],
+                      anchors: dict[int, list[query.Anchor]],
+                      roots: query.Roots) -> dict[int, list[int]]:
+    """anchor root -> providers that can serve a granular group in that tree."""
+    by_anchor: dict[int, list[int]] = {}
+    for rp in serving:
+        root, flags, _ = facts[rp]
+        if not roots or flags & ROOT_OK:
+            by_anchor.setdefault(root, []).append(rp)
+        if flags & SHARING:
+            for anchor in anchors.get(rp, ()):
+                if anchor.root_ok and anchor.root != root:
+                    by_anchor.setdefault(anchor.root, []).append(rp)
+    return by_anchor
+
+
+def _unsuffixed_options(group: GroupIds, providers: list[int], facts: dict[int, _Facts],
+                        anchors: dict[int, list[query.Anchor]],
+                        roots: query.Roots) -> dict[int, list[int]]:
+    """anchor root -> providers that can serve one class of the unsuffixed group."""
+    by_anchor: dict[int, list[int]] = {}
+    for rp in providers:
+        root, flags, _ = facts[rp]
+        local = _local_unsuffixed(flags, group) and (not roots or flags & ROOT_OK)
+        if local:
+            by_anchor.setdefault(root, []).append(rp)
+        if _shares_unsuffixed(flags, group):
+            for anchor in anchors.get(rp, ()):
+                if anchor.root_ok and not anchor.bad and not (local and anchor.root == root):
+                    by_anchor.setdefault(anchor.root, []).append(rp)
+    return by_anchor
+
+
+def _rules(conn: sa.Connection, request: CandidateRequest, unsuffixed: GroupIds | None,
+           unsuffixed_traits: list[int], matches: _Matches) -> Rules:
+    facts = matches.facts
+    ancestors: dict[int, frozenset[int]] = {}
+    subtrees = tuple(s for s in request.same_subtrees if len(s) > 1)
+    if subtrees:
+        ancestors = _ancestors(query.tree_parents(conn, {f.root for f in facts.values()}))
+    masks: tuple[int, ...] = ()
+    if unsuffixed is not None:
+        bit = {trait: 1 << i for i, trait in enumerate(unsuffixed_traits)}
+        masks = tuple(sum(bit[trait] for trait in s) for s in unsuffixed.required)
+    return Rules(
+        room=matches.room,
+        isolate=request.isolate,
+        one_provider_per_tree=not request.nested_aware,
+        root_of={rp: f.root for rp, f in facts.items()},
+        unsuffixed_required=masks,
+        trait_bits={rp: f.traits for rp, f in facts.items()} if masks else {},
+        same_subtrees=subtrees,
+        ancestors=ancestors,
+    )
+
+
+def _local_unsuffixed(flags: int, group: GroupIds) -> bool:
+    """May this provider serve the unsuffixed group in its own tree?"""
+    if group.member_of and not flags & (MEMBER | ROOT_MEMBER):
+        return False
+    return not flags & ROOT_BAD
+
+
+def _shares_unsuffixed(flags: int, group: GroupIds) -> bool:
+    """May this provider serve the unsuffixed group in other trees?"""
+    if not flags & SHARING or group.tree_root is not None:
+        return False
+    return not group.member_of or bool(flags & MEMBER)
+
+
+def _ancestors(parents: dict[int, int | None]) -> dict[int, frozenset[int]]:
+    found: dict[int, frozenset[int]] = {}
+
+    def up(rp: int) -> frozenset[int]:
+        if rp not in found:
+            parent = parents.get(rp)
+            found[rp] = frozenset({rp}) | (up(parent) if parent is not None else frozenset())
+        return found[rp]
+
+    for rp in parents:
+        up(rp)
+    return found

@@ -1,0 +1,562 @@
+"""The SQL of the candidate search: a fixed handful of queries per request.
+
+1. ``resolve``: class, trait, aggregate and provider names to ids, and in
+   the same statement the layout: are there trees, and do nested or sharing
+   providers hold any of the requested classes? If not, every candidate is a
+   single provider and ``single_trees`` answers the whole request in SQL,
+   ``LIMIT`` included, with the summaries of the trees it picks (two
+   queries: inventories, traits). With randomisation ``single_providers``
+   draws in SQL and ``summaries`` follows.
+2. ``match``: otherwise, for every request group and class, the providers
+   with room for the amount (capacity, reserved, allocation ratio, min/max
+   unit, step size, current usage) that also pass the group's trait and
+   aggregate filters, with a few flag bits the Python side needs. All parts
+   go out as one ``UNION ALL``.
+3. ``sharing_anchors``: the trees each sharing provider serves (one query,
+   only when sharing providers matched).
+4. ``tree_parents``: the shape of the matched trees (only for same_subtree).
+5. ``summaries``: providers, inventories, usage and traits of the trees in
+   the answer (two queries, bounded by what is returned).
+
+Statements are built from a hashable *shape* (how many classes, trait sets,
+... but no values) and cached, so a request pays for SQLAlchemy construction
+and compilation once per shape; the values travel as bound parameters, lists
+as expanding ``IN`` parameters. Functions take a connection and plain values
+and return plain values.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import os_traits
+import sqlalchemy as sa
+
+from allotment import errors
+from allotment.candidates.request import CandidateRequest, RequestGroup
+from allotment.candidates.sql import (
+    CACHE,
+    INV,
+    RP,
+    RPT,
+    bits,
+    chunks,
+    exists,
+    has_trait,
+    has_trait_id,
+    ids,
+    in_aggregate,
+    integer,
+    room_for,
+    used,
+)
+from allotment.db import tables as t
+from allotment.ledger.common import STANDARD_CLASS_IDS
+
+SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
+
+# Bits of the ``flags`` column of match rows.
+SHARING = 1       # the provider has MISC_SHARES_VIA_AGGREGATE
+ROOT_OK = 2       # its root passes root_required
+MEMBER = 4        # it is itself in the unsuffixed group's member_of aggregates
+ROOT_MEMBER = 8   # its root is
+ROOT_BAD = 16     # its root is in a forbidden aggregate of the unsuffixed group
+
+@dataclass(frozen=True)
+class Layout:
+    has_trees: bool
+    # A nested (non-root) or a sharing provider has inventory of a requested class.
+    spread_possible: bool
+
+
+@dataclass
+class Names:
+    """Internal ids for the names a request uses (and the layout of the cloud)."""
+
+    classes: dict[str, int] = field(default_factory=dict)
+    traits: dict[str, int] = field(default_factory=dict)
+    aggregates: dict[str, int] = field(default_factory=dict)
+    # in_tree provider uuid -> id of its root
+    tree_roots: dict[str, int] = field(default_factory=dict)
+    sharing_trait: int | None = None
+    layout: Layout = Layout(has_trees=False, spread_possible=False)
+
+
+_TREES, _NESTED_HOLDS, _SHARING_HOLDS = 1, 2, 4
+
+
+def _layout_flags():
+    """Are there trees; do nested or sharing providers hold a requested class?
+
+    Nested EXISTS, so that the few nested (or sharing) providers drive.
+    """
+    rp, inv, rc, tr = t.resource_providers, t.inventories, t.resource_classes, t.traits
+    nested = t.resource_providers.alias("nested")
+    classes = inv.c.resource_class_id.in_(
+        sa.select(rc.c.id).where(rc.c.name.in_(ids("all_classes"))))
+    sharing_trait = sa.select(tr.c.id).where(tr.c.name == SHARING_TRAIT).scalar_subquery()
+    return bits(
+        (exists(rp.c.parent_provider_id.is_not(None)), _TREES),
+        (exists(nested.c.parent_provider_id.is_not(None),
+                exists(inv.c.resource_provider_id == nested.c.id, classes)), _NESTED_HOLDS),
+        (exists(RPT.c.trait_id == sharing_trait,
+                exists(inv.c.resource_provider_id == RPT.c.resource_provider_id, classes)),
+         _SHARING_HOLDS),
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _resolve_statement(custom: bool, aggregates: bool, trees: bool):
+    rc, tr, agg = t.resource_classes, t.traits, t.placement_aggregates
+    parts = [sa.select(sa.literal_column("'t'").label("kind"), tr.c.name.label("name"),
+                       tr.c.id.label("id")).where(tr.c.name.in_(ids("traits"))),
+             sa.select(sa.literal_column("'l'"), sa.literal_column("'layout'"),
+                       _layout_flags())]
+    if custom:
+        parts.append(sa.select(sa.literal_column("'c'"), rc.c.name, rc.c.id)
+                     .where(rc.c.name.in_(ids("classes"))))
+    if aggregates:
+        parts.append(sa.select(sa.literal_column("'a'"), agg.c.uuid, agg.c.id)
+                     .where(agg.c.uuid.in_(ids("aggregates"))))
+    if trees:
+        parts.append(sa.select(sa.literal_column("'p'"), RP.c.uuid, RP.c.root_provider_id)
+                     .where(RP.c.uuid.in_(ids("trees"))))
+    return parts[0] if len(parts) == 1 else sa.union_all(*parts)
+
+
+def resolve(conn: sa.Connection, request: CandidateRequest) -> Names:
+    """Look every name up at once; 400 for unknown classes and traits."""
+    custom = sorted(request.requested_classes() - set(STANDARD_CLASS_IDS))
+    trait_names = set(request.root_required | request.root_forbidden) | {SHARING_TRAIT}
+    agg_uuids: set[str] = set()
+    trees: set[str] = set()
+    for group in request.groups:
+        trait_names |= group.forbidden.union(*group.required)
+        agg_uuids |= group.forbidden_aggs.union(*group.member_of)
+        if group.in_tree:
+            trees.add(group.in_tree)
+    names = Names(classes={n: STANDARD_CLASS_IDS[n] for n in request.requested_classes()
+                           if n in STANDARD_CLASS_IDS})
+    statement = _resolve_statement(bool(custom), bool(agg_uuids), bool(trees))
+    params = {"traits": sorted(trait_names), "classes": custom,
+              "aggregates": sorted(agg_uuids), "trees": sorted(trees),
+              "all_classes": sorted(request.requested_classes())}
+    targets = {"c": names.classes, "t": names.traits, "a": names.aggregates,
+               "p": names.tree_roots, "l": {}}
+    for kind, name, ident in conn.execute(statement, params):
+        targets[kind][name] = ident
+    flags = targets["l"]["layout"]
+    names.layout = Layout(has_trees=bool(flags & _TREES),
+                          spread_possible=bool(flags & (_NESTED_HOLDS | _SHARING_HOLDS)))
+    names.sharing_trait = names.traits.get(SHARING_TRAIT)
+    _refuse_unknown(request, names)
+    return names
+
+
+def _refuse_unknown(request: CandidateRequest, names: Names) -> None:
+    # The order upstream finds them in: root_required, then group by group
+    # its classes and its traits.
+    for trait in sorted(request.root_required) + sorted(request.root_forbidden):
+        if trait not in names.traits:
+            raise errors.BadRequest(f"No such trait(s): {trait}.")
+    for group in request.groups:
+        for rc in group.resources:
+            if rc not in names.classes:
+                raise errors.BadRequest(
+                    "Invalid resource class in resources parameter: "
+                    f"No such resource class {rc}.")
+        for trait in [n for s in group.required for n in sorted(s)] + sorted(group.forbidden):
+            if trait not in names.traits:
+                raise errors.BadRequest(f"No such trait(s): {trait}.")
+
+
+@dataclass(frozen=True)
+class GroupIds:
+    """A request group with names replaced by ids (see ``group_ids``)."""
+
+    suffix: str
+    resources: tuple[tuple[int, int], ...]   # (class id, amount)
+    required: tuple[frozenset[int], ...]
+    forbidden: frozenset[int]
+    member_of: tuple[frozenset[int], ...]
+    forbidden_aggs: frozenset[int]
+    tree_root: int | None
+    # False when a filter can never match (unknown aggregate, in_tree provider).
+    possible: bool = True
+
+    @property
+    def same_provider(self) -> bool:
+        return self.suffix != ""
+
+
+def group_ids(group: RequestGroup, names: Names) -> GroupIds:
+    member_of = tuple(frozenset(names.aggregates[u] for u in s if u in names.aggregates)
+                      for s in group.member_of)
+    tree_root = names.tree_roots.get(group.in_tree) if group.in_tree else None
+    possible = all(member_of) and (group.in_tree is None or tree_root is not None)
+    return GroupIds(
+        suffix=group.suffix,
+        resources=tuple((names.classes[rc], amount) for rc, amount in group.resources.items()),
+        required=tuple(frozenset(names.traits[n] for n in s) for s in group.required),
+        forbidden=frozenset(names.traits[n] for n in group.forbidden),
+        member_of=member_of,
+        forbidden_aggs=frozenset(names.aggregates[u] for u in group.forbidden_aggs
+                                 if u in names.aggregates),
+        tree_root=tree_root,
+        possible=possible,
+    )
+
+
+@dataclass(frozen=True)
+class Roots:
+    """root_required as ids (request-wide)."""
+
+    required: tuple[int, ...] = ()
+    forbidden: tuple[int, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.required or self.forbidden)
+
+    def shape(self) -> tuple[int, bool]:
+        return (len(self.required), bool(self.forbidden))
+
+    def params(self) -> dict:
+        values = {f"root_req{i}": trait for i, trait in enumerate(self.required)}
+        values["root_forb"] = list(self.forbidden)
+        return values
+
+
+def _root_ok(root_col, shape: tuple[int, bool]):
+    """root_required on a root provider id column (None when unused)."""
+    count, forbidden = shape
+    conditions = [has_trait_id(root_col, f"root_req{i}") for i in range(count)]
+    if forbidden:
+        conditions.append(~has_trait(root_col, "root_forb"))
+    return sa.and_(*conditions) if conditions else None
+
+
+@dataclass(frozen=True)
+class GroupShape:
+    """What a group's SQL looks like, without any of its values."""
+
+    classes: int
+    granular: bool
+    required: int
+    forbidden: bool
+    member_of: int
+    forbidden_aggs: bool
+    tree_root: bool
+
+
+def group_shape(group: GroupIds) -> GroupShape:
+    return GroupShape(classes=len(group.resources), granular=group.same_provider,
+                      required=len(group.required), forbidden=bool(group.forbidden),
+                      member_of=len(group.member_of), forbidden_aggs=bool(group.forbidden_aggs),
+                      tree_root=group.tree_root is not None)
+
+
+def group_params(group: GroupIds, prefix: str) -> dict:
+    values: dict = {f"{prefix}forb": list(group.forbidden),
+                    f"{prefix}faggs": list(group.forbidden_aggs),
+                    f"{prefix}tree": group.tree_root}
+    for i, (class_id, amount) in enumerate(group.resources):
+        values[f"{prefix}rc{i}"] = class_id
+        values[f"{prefix}amount{i}"] = amount
+    for i, traits in enumerate(group.required):
+        values[f"{prefix}req{i}"] = list(traits)
+    for i, aggs in enumerate(group.member_of):
+        values[f"{prefix}mem{i}"] = list(aggs)
+    return values
+
+
+def _provider_filters(shape: GroupShape, prefix: str, provider_col) -> list:
+    """The group's trait and aggregate filters on one provider."""
+    conditions = [has_trait(provider_col, f"{prefix}req{i}") for i in range(shape.required)]
+    if shape.forbidden:
+        conditions.append(~has_trait(provider_col, f"{prefix}forb"))
+    conditions += [in_aggregate(provider_col, f"{prefix}mem{i}")
+                   for i in range(shape.member_of)]
+    if shape.forbidden_aggs:
+        conditions.append(~in_aggregate(provider_col, f"{prefix}faggs"))
+    return conditions
+
+
+def _member(shape: GroupShape, prefix: str, col):
+    if not shape.member_of:
+        return None
+    return sa.and_(*[in_aggregate(col, f"{prefix}mem{i}") for i in range(shape.member_of)])
+
+
+# --- single providers ----------------------------------------------------------
+
+@functools.lru_cache(maxsize=CACHE)
+def single_statement(shape: GroupShape, roots: tuple[int, bool], order: str, limit: bool):
+    # Providers drive (in id order, so LIMIT stops early); cheap index probes
+    # for traits and aggregates come before the capacity checks.
+    conditions = []
+    if shape.tree_root:
+        conditions.append(RP.c.root_provider_id == integer("g_tree"))
+    conditions += _provider_filters(shape, "g_", RP.c.id)
+    root_ok = _root_ok(RP.c.root_provider_id, roots)
+    if root_ok is not None:
+        conditions.append(root_ok)
+    for i in range(shape.classes):
+        inv = _inventory_alias(i)
+        conditions.append(exists(inv.c.resource_provider_id == RP.c.id,
+                                 inv.c.resource_class_id == integer(f"g_rc{i}"),
+                                 *room_for(inv, integer(f"g_amount{i}"))))
+    statement = sa.select(RP.c.id, RP.c.root_provider_id).where(*conditions)
+    if order == "random":
+        statement = statement.order_by(sa.func.random())
+    elif order == "rand":
+        statement = statement.order_by(sa.func.rand())
+    else:
+        statement = statement.order_by(RP.c.id)
+    if limit:
+        statement = statement.limit(integer("limit"))
+    return statement
+
+
+@functools.cache
+def _inventory_alias(index: int):
+    return t.inventories.alias(f"inv{index}")
+
+
+def single_providers(conn: sa.Connection, group: GroupIds, roots: Roots, limit: int | None,
+                     random_order: bool) -> list[tuple[int, int]]:
+    """(provider, root) of providers that serve the whole group alone.
+
+    Used when no nested or sharing provider holds a requested class, so each
+    candidate is one provider: the database applies every filter and the
+    limit, in provider id order (or at random).
+    """
+    order = "id"
+    if random_order:
+        order = "rand" if conn.dialect.name == "mysql" else "random"
+    statement = single_statement(group_shape(group), roots.shape(), order, limit is not None)
+    params = {**group_params(group, "g_"), **roots.params(), "limit": limit}
+    return [(row[0], row[1]) for row in conn.execute(statement, params)]
+
+
+# --- match rows ------------------------------------------------------------
+
+class MatchRow(NamedTuple):
+    part: int
+    provider: int
+    root: int
+    class_id: int | None
+    # min(free capacity, max_unit): the most one candidate may take.
+    room: int
+    traits: int
+    flags: int
+
+
+def _flag_bits(shape: GroupShape, prefix: str, sharing: bool, roots: tuple[int, bool]):
+    unsuffixed = not shape.granular
+    return bits(
+        (has_trait_id(RP.c.id, "sharing") if sharing else None, SHARING),
+        (_root_ok(RP.c.root_provider_id, roots), ROOT_OK),
+        (_member(shape, prefix, RP.c.id) if unsuffixed else None, MEMBER),
+        (_member(shape, prefix, RP.c.root_provider_id) if unsuffixed else None, ROOT_MEMBER),
+        (in_aggregate(RP.c.root_provider_id, f"{prefix}faggs")
+         if unsuffixed and shape.forbidden_aggs else None, ROOT_BAD),
+    )
+
+
+def _escape(shape: GroupShape, prefix: str, sharing: bool):
+    """A sharing provider may serve other trees: its own root does not decide.
+
+    Not so for the unsuffixed group with in_tree (sharing is then ignored).
+    """
+    if not sharing or (not shape.granular and shape.tree_root):
+        return None
+    escape = has_trait_id(RP.c.id, "sharing")
+    if not shape.granular and shape.member_of:
+        escape = sa.and_(escape, _member(shape, prefix, RP.c.id))
+    return escape
+
+
+def _root_gate(shape: GroupShape, prefix: str, sharing: bool, roots: tuple[int, bool]):
+    root_ok = _root_ok(RP.c.root_provider_id, roots)
+    if root_ok is None:
+        return None
+    escape = _escape(shape, prefix, sharing)
+    return root_ok if escape is None else sa.or_(root_ok, escape)
+
+
+def _unsuffixed_filters(shape: GroupShape, prefix: str, sharing: bool) -> list:
+    """Prefilters of the unsuffixed group; Python finishes the job.
+
+    Its required traits are judged on the chosen providers together, so only
+    forbidden traits and aggregates exclude a provider outright here.
+    """
+    conditions = []
+    if shape.forbidden:
+        conditions.append(~has_trait(RP.c.id, f"{prefix}forb"))
+    if shape.forbidden_aggs:
+        conditions.append(~in_aggregate(RP.c.id, f"{prefix}faggs"))
+    local = []
+    if shape.member_of:
+        # An aggregate on the root spans the whole tree.
+        local.append(sa.or_(_member(shape, prefix, RP.c.id),
+                            _member(shape, prefix, RP.c.root_provider_id)))
+    if shape.forbidden_aggs:
+        local.append(~in_aggregate(RP.c.root_provider_id, f"{prefix}faggs"))
+    if local:
+        escape = _escape(shape, prefix, sharing)
+        conditions.append(sa.and_(*local) if escape is None
+                          else sa.or_(sa.and_(*local), escape))
+    return conditions
+
+
+def part_keys(groups: list[GroupIds]) -> list[tuple]:
+    """One key per part; equal keys mean equal rows (asked once)."""
+    keys: list[tuple] = []
+    for g in groups:
+        filters = (g.same_provider, g.required, g.forbidden, g.member_of, g.forbidden_aggs)
+        if not g.resources:
+            keys.append(("resourceless", *filters))
+        keys += [(rc, amount, g.tree_root, *filters) for rc, amount in g.resources]
+    return keys
+
+
+def canonical_parts(groups: list[GroupIds]) -> list[int]:
+    """For each part, the first part with the same rows."""
+    keys = part_keys(groups)
+    return [keys.index(key) for key in keys]
+
+
+@functools.lru_cache(maxsize=CACHE)
+def _match_statement(shapes: tuple[GroupShape, ...], sharing: bool, roots: tuple[int, bool],
+                     trait_bits: int, canonical: tuple[int, ...]):
+    selects = []
+    part = 0
+    null = sa.cast(sa.null(), sa.Integer)
+    for index, shape in enumerate(shapes):
+        prefix = f"g{index}_"
+        gate = _root_gate(shape, prefix, sharing, roots)
+        flags = _flag_bits(shape, prefix, sharing, roots).label("flags")
+        if not shape.classes:
+            conditions = _provider_filters(shape, prefix, RP.c.id) + [gate]
+            if canonical[part] != part:
+                part += 1
+                continue
+            selects.append(sa.select(
+                sa.literal_column(str(part)).label("part"), RP.c.id.label("provider"),
+                RP.c.root_provider_id.label("root"), null.label("class_id"),
+                null.label("total"), null.label("reserved"),
+                sa.cast(sa.null(), sa.Float).label("ratio"), null.label("max_unit"),
+                null.label("used"), sa.literal_column("0").label("traits"), flags,
+            ).where(*[c for c in conditions if c is not None]))
+            part += 1
+            continue
+        if shape.granular:
+            filters = _provider_filters(shape, prefix, RP.c.id)
+            traits = sa.literal_column("0")
+        else:
+            filters = _unsuffixed_filters(shape, prefix, sharing)
+            traits = bits(*[(has_trait_id(RP.c.id, f"bit{i}"), 1 << i)
+                             for i in range(trait_bits)])
+        for i in range(shape.classes):
+            if canonical[part] != part:
+                part += 1
+                continue
+            conditions = [INV.c.resource_class_id == integer(f"{prefix}rc{i}"),
+                          *room_for(INV, integer(f"{prefix}amount{i}")), *filters, gate]
+            if shape.tree_root:
+                conditions.append(RP.c.root_provider_id == integer(f"{prefix}tree"))
+            selects.append(sa.select(
+                sa.literal_column(str(part)).label("part"), RP.c.id.label("provider"),
+                RP.c.root_provider_id.label("root"), INV.c.resource_class_id.label("class_id"),
+                INV.c.total, INV.c.reserved, INV.c.allocation_ratio.label("ratio"),
+                INV.c.max_unit, used(INV).label("used"), traits.label("traits"), flags,
+            ).select_from(INV.join(RP, RP.c.id == INV.c.resource_provider_id))
+                .where(*[c for c in conditions if c is not None]))
+            part += 1
+    return selects[0] if len(selects) == 1 else sa.union_all(*selects)
+
+
+def match(conn: sa.Connection, groups: list[GroupIds], sharing_trait: int | None,
+          roots: Roots, unsuffixed_traits: list[int]) -> list[MatchRow]:
+    """Rows for every (group, class) part, or (group) for a resourceless group.
+
+    Part numbers are assigned in order: for each group, one per class, or
+    one for a resourceless group. A part equal to an earlier one (see
+    ``canonical_parts``: several groups asking for one device each, say)
+    is not asked again. ``unsuffixed_traits`` are the trait ids whose
+    presence is reported as bits of ``traits`` (bit i = trait i).
+    """
+    statement = _match_statement(tuple(group_shape(g) for g in groups),
+                                 sharing_trait is not None, roots.shape(),
+                                 len(unsuffixed_traits), tuple(canonical_parts(groups)))
+    params = {"sharing": sharing_trait, **roots.params()}
+    for index, group in enumerate(groups):
+        params.update(group_params(group, f"g{index}_"))
+    params.update({f"bit{i}": trait for i, trait in enumerate(unsuffixed_traits)})
+    rows = []
+    for (part, provider, root, class_id, total, reserved, ratio, max_unit, in_use, traits,
+         flags) in conn.execute(statement, params).fetchall():
+        room = 0
+        if class_id is not None:
+            room = min(int((total - reserved) * ratio) - int(in_use), max_unit)
+        rows.append(MatchRow(int(part), provider, root, class_id, room, int(traits),
+                             int(flags)))
+    return rows
+
+
+# --- sharing, tree shape, summaries -----------------------------------------
+
+@dataclass(frozen=True)
+class Anchor:
+    root: int
+    root_ok: bool
+    # The root is in a forbidden aggregate of the unsuffixed group.
+    bad: bool
+
+
+@functools.lru_cache(maxsize=16)
+def _anchors_statement(roots: tuple[int, bool], forbidden_aggs: bool):
+    shared = t.resource_provider_aggregates.alias("shared")
+    peer = t.resource_provider_aggregates.alias("peer")
+    member = t.resource_providers.alias("member")
+    root_col = member.c.root_provider_id
+    bad = in_aggregate(root_col, "faggs") if forbidden_aggs else None
+    return sa.select(
+        shared.c.resource_provider_id, root_col,
+        bits((_root_ok(root_col, roots), 1), (bad, 2)).label("flags"),
+    ).select_from(
+        shared.join(peer, peer.c.aggregate_id == shared.c.aggregate_id)
+        .join(member, member.c.id == peer.c.resource_provider_id)
+    ).where(shared.c.resource_provider_id.in_(ids("providers"))).distinct()
+
+
+def sharing_anchors(conn: sa.Connection, providers: Iterable[int], roots: Roots,
+                    forbidden_aggs: frozenset[int]) -> dict[int, list[Anchor]]:
+    """For each sharing provider, the roots of trees that share an aggregate with it."""
+    statement = _anchors_statement(roots.shape(), bool(forbidden_aggs))
+    found: dict[int, list[Anchor]] = {}
+    for chunk in chunks(sorted(set(providers))):
+        params = {"providers": chunk, "faggs": list(forbidden_aggs), **roots.params()}
+        for provider, root, flags in conn.execute(statement, params):
+            found.setdefault(provider, []).append(
+                Anchor(root=root, root_ok=not roots or bool(flags & 1), bad=bool(flags & 2)))
+    for anchors in found.values():
+        anchors.sort(key=lambda anchor: anchor.root)
+    return found
+
+
+_PARENTS = sa.select(RP.c.id, RP.c.parent_provider_id).where(
+    RP.c.root_provider_id.in_(ids("roots")))
+
+
+def tree_parents(conn: sa.Connection, roots: Iterable[int]) -> dict[int, int | None]:
+    """provider -> parent for every provider of the given trees."""
+    parents: dict[int, int | None] = {}
+    for chunk in chunks(sorted(set(roots))):
+        parents.update({row[0]: row[1] for row in conn.execute(_PARENTS, {"roots": chunk})})
+    return parents
+
+

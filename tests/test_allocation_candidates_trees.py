@@ -1,0 +1,315 @@
+"""GET /allocation_candidates over sharing providers, nested trees and capacity rules."""
+
+import time
+import uuid
+
+import pytest
+
+from allotment.wsgi import make_app
+from tests.candidates_cloud import SHARES, Cloud, as_set
+from tests.client import PlacementClient
+from tests.conftest import make_conf
+
+
+@pytest.fixture
+def client_with(database):
+    """A client whose app runs with some ``[placement]`` options changed."""
+    def make(**options) -> PlacementClient:
+        conf = make_conf(database.url, **{f"placement__{k}": v for k, v in options.items()})
+        return PlacementClient(make_app(conf, db=database.db, prepare=False))
+    return make
+
+
+@pytest.fixture
+def shared(client):
+    """Two compute nodes; cn1 has no disk; ss shares disk with both via aggregate a."""
+    cloud = Cloud(client)
+    cloud.provider("cn1", VCPU=8, MEMORY_MB=2048, aggregates=["a"])
+    cloud.provider("cn2", VCPU=8, MEMORY_MB=2048, DISK_GB=500, aggregates=["a"],
+                   traits=["HW_CPU_X86_AVX2"])
+    cloud.provider("ss", DISK_GB=1000, traits=[SHARES, "CUSTOM_SSD"], aggregates=["a"])
+    # Shares nothing: in no aggregate.
+    cloud.provider("lonely", DISK_GB=1000, traits=[SHARES])
+    return cloud
+
+
+@pytest.fixture
+def numa(client):
+    """cn -> numa0 (HW_NUMA_ROOT) -> pf0 (PHYSNET1); cn -> numa1 -> pf1 (PHYSNET2)."""
+    cloud = Cloud(client)
+    cloud.provider("cn", MEMORY_MB=4096, DISK_GB=100, traits=["COMPUTE_VOLUME_MULTI_ATTACH"])
+    cloud.provider("numa0", parent="cn", VCPU=4, traits=["HW_NUMA_ROOT"])
+    cloud.provider("numa1", parent="cn", VCPU=4)
+    cloud.provider("pf0", parent="numa0", SRIOV_NET_VF=8, traits=["CUSTOM_PHYSNET1"])
+    cloud.provider("pf1", parent="numa1", SRIOV_NET_VF=8, traits=["CUSTOM_PHYSNET2"])
+    return cloud
+
+
+def named(cloud, **params):
+    resp = cloud.candidates(**params)
+    assert resp.status == 200, resp
+    return as_set(cloud.named(resp.json()))
+
+
+def one(**allocations):
+    return frozenset((name, frozenset(res.items())) for name, res in allocations.items())
+
+
+def test_sharing_provider_serves_trees_in_its_aggregate(shared):
+    query = {"resources": "VCPU:1,MEMORY_MB:1024,DISK_GB:100"}
+    assert named(shared, **query) == {
+        one(cn1={"VCPU": 1, "MEMORY_MB": 1024}, ss={"DISK_GB": 100}),
+        one(cn2={"VCPU": 1, "MEMORY_MB": 1024, "DISK_GB": 100}),
+        one(cn2={"VCPU": 1, "MEMORY_MB": 1024}, ss={"DISK_GB": 100}),
+    }
+    body = shared.candidates(**query).json()
+    assert {shared.name_of(u) for u in body["provider_summaries"]} == {"cn1", "cn2", "ss"}
+    # The same offer reached from several trees is listed once.
+    assert named(shared, resources="DISK_GB:100") == {
+        one(cn2={"DISK_GB": 100}), one(ss={"DISK_GB": 100}), one(lonely={"DISK_GB": 100})}
+    # Traits of the sharing provider count for the unsuffixed group.
+    assert named(shared, resources="VCPU:1,DISK_GB:100", required="CUSTOM_SSD") == {
+        one(cn1={"VCPU": 1}, ss={"DISK_GB": 100}), one(cn2={"VCPU": 1}, ss={"DISK_GB": 100})}
+    assert named(shared, resources="VCPU:1,DISK_GB:100", required="!CUSTOM_SSD") == {
+        one(cn2={"VCPU": 1, "DISK_GB": 100})}
+
+
+def test_sharing_with_aggregates_in_tree_and_root_required(shared):
+    agg = shared.aggregate("a")
+    other = shared.aggregate("b")
+    shared.set_aggregates("cn2", "b")
+    base = {"resources": "VCPU:1,DISK_GB:100"}
+    assert named(shared, **base, member_of=agg) == {one(cn1={"VCPU": 1}, ss={"DISK_GB": 100})}
+    assert named(shared, **base, member_of=other) == {one(cn2={"VCPU": 1, "DISK_GB": 100})}
+    assert named(shared, **base, member_of="!" + agg) == {one(cn2={"VCPU": 1, "DISK_GB": 100})}
+    # in_tree keeps the unsuffixed group out of other trees, sharing included.
+    assert named(shared, **base, in_tree=shared.uuid("cn1")) == set()
+    # ...but a granular group with in_tree of the sharing provider reaches out.
+    assert named(shared, resources="VCPU:1", resources1="DISK_GB:100",
+                 in_tree1=shared.uuid("ss")) == {one(cn1={"VCPU": 1}, ss={"DISK_GB": 100})}
+    assert named(shared, **base, root_required="HW_CPU_X86_AVX2") == {
+        one(cn2={"VCPU": 1, "DISK_GB": 100})}
+    assert named(shared, **base, root_required="!HW_CPU_X86_AVX2") == {
+        one(cn1={"VCPU": 1}, ss={"DISK_GB": 100})}
+
+
+def test_granular_groups_and_group_policy(shared):
+    query = {"resources1": "VCPU:1,MEMORY_MB:1024", "resources2": "DISK_GB:100"}
+    assert named(shared, **query, group_policy="isolate") == {
+        one(cn1={"VCPU": 1, "MEMORY_MB": 1024}, ss={"DISK_GB": 100}),
+        one(cn2={"VCPU": 1, "MEMORY_MB": 1024}, ss={"DISK_GB": 100})}
+    assert named(shared, **query, group_policy="none") == {
+        one(cn1={"VCPU": 1, "MEMORY_MB": 1024}, ss={"DISK_GB": 100}),
+        one(cn2={"VCPU": 1, "MEMORY_MB": 1024}, ss={"DISK_GB": 100}),
+        one(cn2={"VCPU": 1, "MEMORY_MB": 1024, "DISK_GB": 100})}
+    # A granular group's member_of is about the provider itself.
+    assert named(shared, **query, group_policy="none", member_of2=shared.aggregate("a")) == {
+        one(cn1={"VCPU": 1, "MEMORY_MB": 1024}, ss={"DISK_GB": 100}),
+        one(cn2={"VCPU": 1, "MEMORY_MB": 1024}, ss={"DISK_GB": 100}),
+        one(cn2={"VCPU": 1, "MEMORY_MB": 1024, "DISK_GB": 100})}
+    shared.set_aggregates("cn2", "b")
+    shared.set_aggregates("ss", "a", "b")
+    assert named(shared, **query, group_policy="none", member_of1=shared.aggregate("b"),
+                 required2="CUSTOM_SSD") == {
+        one(cn2={"VCPU": 1, "MEMORY_MB": 1024}, ss={"DISK_GB": 100})}
+
+
+def test_nested_trees(numa):
+    query = {"resources": "VCPU:1,SRIOV_NET_VF:2"}
+    assert named(numa, **query, version="1.28") == set()
+    assert named(numa, **query) == {
+        one(numa0={"VCPU": 1}, pf0={"SRIOV_NET_VF": 2}),
+        one(numa0={"VCPU": 1}, pf1={"SRIOV_NET_VF": 2}),
+        one(numa1={"VCPU": 1}, pf0={"SRIOV_NET_VF": 2}),
+        one(numa1={"VCPU": 1}, pf1={"SRIOV_NET_VF": 2})}
+    # Required traits are met by the chosen providers together.
+    assert named(numa, **query, required="CUSTOM_PHYSNET1,HW_NUMA_ROOT") == {
+        one(numa0={"VCPU": 1}, pf0={"SRIOV_NET_VF": 2})}
+    assert named(numa, **query, required="!CUSTOM_PHYSNET1") == {
+        one(numa0={"VCPU": 1}, pf1={"SRIOV_NET_VF": 2}),
+        one(numa1={"VCPU": 1}, pf1={"SRIOV_NET_VF": 2})}
+    assert named(numa, **query, required=["in:CUSTOM_PHYSNET1,CUSTOM_PHYSNET2",
+                                          "!HW_NUMA_ROOT"]) == {
+        one(numa1={"VCPU": 1}, pf0={"SRIOV_NET_VF": 2}),
+        one(numa1={"VCPU": 1}, pf1={"SRIOV_NET_VF": 2})}
+    # A trait on a provider that gives nothing does not count.
+    assert named(numa, **query, required="COMPUTE_VOLUME_MULTI_ATTACH") == set()
+    assert len(named(numa, **query, root_required="COMPUTE_VOLUME_MULTI_ATTACH")) == 4
+    assert named(numa, **query, in_tree=numa.uuid("pf1")) == named(numa, **query)
+    body = numa.candidates(**query, limit="1").json()
+    assert len(body["allocation_requests"]) == 1
+    assert len(body["provider_summaries"]) == 5
+
+
+def test_same_subtree_and_resourceless_groups(numa):
+    query = {"resources_C": "VCPU:1", "resources_N": "SRIOV_NET_VF:2", "group_policy": "none"}
+    assert len(named(numa, **query)) == 4
+    assert named(numa, **query, same_subtree="_C,_N") == {
+        one(numa0={"VCPU": 1}, pf0={"SRIOV_NET_VF": 2}),
+        one(numa1={"VCPU": 1}, pf1={"SRIOV_NET_VF": 2})}
+    resp = numa.candidates(required_NUMA="HW_NUMA_ROOT", resources_N="SRIOV_NET_VF:2",
+                           same_subtree="_NUMA,_N", group_policy="isolate")
+    body = resp.json()
+    assert numa.named(body) == [{"pf0": {"SRIOV_NET_VF": 2}}]
+    assert body["allocation_requests"][0]["mappings"] == {
+        "_NUMA": [numa.uuid("numa0")], "_N": [numa.uuid("pf0")]}
+    # A provider may be its own subtree (but not under isolate).
+    query = {"resources_C": "VCPU:1", "required_T": "HW_NUMA_ROOT", "same_subtree": "_C,_T"}
+    assert named(numa, **query, group_policy="none") == {one(numa0={"VCPU": 1})}
+    assert named(numa, **query, group_policy="isolate") == set()
+    # A resourceless group with nothing to select by matches nothing.
+    assert named(numa, resources_C="VCPU:1", required_T="!CUSTOM_PHYSNET1",
+                 same_subtree="_C,_T", group_policy="none") == set()
+
+
+def test_capacity_rules(client):
+    cloud = Cloud(client)
+    cloud.provider("cn", VCPU={"total": 4, "reserved": 1, "allocation_ratio": 2.0},
+                   MEMORY_MB={"total": 1024, "min_unit": 256, "max_unit": 512,
+                              "step_size": 256})
+    assert named(cloud, resources="VCPU:6") == {one(cn={"VCPU": 6})}
+    assert named(cloud, resources="VCPU:7") == set()
+    cloud.consume({"cn": {"VCPU": 5}})
+    assert named(cloud, resources="VCPU:1") == {one(cn={"VCPU": 1})}
+    assert named(cloud, resources="VCPU:2") == set()
+    body = cloud.candidates(resources="VCPU:1").json()
+    assert body["provider_summaries"][cloud.uuid("cn")]["resources"]["VCPU"] == {
+        "capacity": 6, "used": 5}
+    for amount, fits in ((128, False), (256, True), (384, False), (512, True), (768, False)):
+        assert bool(named(cloud, resources=f"MEMORY_MB:{amount}")) is fits, amount
+    # Groups add up on one provider: capacity and max_unit apply to the sum.
+    assert named(cloud, resources="MEMORY_MB:256", resources1="MEMORY_MB:256") == {
+        one(cn={"MEMORY_MB": 512})}
+    assert named(cloud, resources="MEMORY_MB:512", resources1="MEMORY_MB:256") == set()
+    assert named(cloud, resources="VCPU:1", resources1="VCPU:1") == set()
+
+
+def test_every_candidate_can_be_claimed(shared, numa):
+    for cloud, query in ((shared, {"resources": "VCPU:1,DISK_GB:100",
+                                   "resources1": "MEMORY_MB:512", "group_policy": "none"}),
+                         (numa, {"resources": "VCPU:2", "resources_N": "SRIOV_NET_VF:8",
+                                 "group_policy": "none"})):
+        body = cloud.candidates(version="1.37", **query).json()
+        assert body["allocation_requests"]
+        for request in body["allocation_requests"]:
+            consumer = str(uuid.uuid4())
+            claim = dict(request, project_id=str(uuid.uuid4()), user_id=str(uuid.uuid4()),
+                         consumer_generation=None)
+            resp = cloud.client.put(f"/allocations/{consumer}", claim, version="1.37")
+            assert resp.status == 204, resp
+            assert cloud.client.delete(f"/allocations/{consumer}").status == 204
+
+
+def test_limit_stops_and_summaries_follow(client):
+    cloud = Cloud(client)
+    for i in range(5):
+        cloud.provider(f"cn{i}", VCPU=4)
+        cloud.provider(f"cn{i}-numa", parent=f"cn{i}", MEMORY_MB=1024)
+    body = cloud.candidates(resources="VCPU:1,MEMORY_MB:1", limit="2").json()
+    assert len(body["allocation_requests"]) == 2
+    assert len(body["provider_summaries"]) == 4
+    body = cloud.candidates(resources="VCPU:1", limit="3").json()
+    assert len(body["allocation_requests"]) == 3
+    assert len(body["provider_summaries"]) == 6
+
+
+def test_randomize_max_candidates_and_strategy(client, client_with):
+    cloud = Cloud(client)
+    for i in range(4):
+        cloud.provider(f"cn{i}", VCPU=4)
+        for j in range(3):
+            cloud.provider(f"cn{i}-gpu{j}", parent=f"cn{i}", VGPU=1)
+    query = {"resources": "VCPU:1", "resources1": "VGPU:1", "group_policy": "none"}
+    everything = named(cloud, **query)
+    assert len(everything) == 12
+
+    def roots(found):
+        return {name for request in found for name, _ in request if "-" not in name}
+
+    def with_options(**options) -> Cloud:
+        other = Cloud(client_with(**options))
+        other.providers = cloud.providers
+        return other
+
+    # Depth-first: the first root's candidates, then the next root's.
+    capped = with_options(max_allocation_candidates=4)
+    assert len(named(capped, **query)) == 4
+    assert roots(named(capped, **query)) == {"cn0", "cn1"}
+    wide = with_options(max_allocation_candidates=4,
+                        allocation_candidates_generation_strategy="breadth-first")
+    assert roots(named(wide, **query)) == {"cn0", "cn1", "cn2", "cn3"}
+    assert len(named(wide, **query, limit="2")) == 2
+    shuffled = with_options(randomize_allocation_candidates=True)
+    assert named(shuffled, **query) == everything
+    seen = set()
+    for _ in range(10):
+        picked = named(shuffled, **query, limit="2")
+        assert len(picked) == 2 and picked <= everything
+        seen |= picked
+    assert len(seen) > 2
+    # With a cap, the sample is drawn from the capped (depth-first) pool.
+    sampled = with_options(randomize_allocation_candidates=True, max_allocation_candidates=3)
+    for _ in range(5):
+        assert roots(named(sampled, **query, limit="2")) == {"cn0"}
+
+
+def _wide_tree(cloud, name, children, each):
+    cloud.provider(name, VCPU=32, MEMORY_MB=65536)
+    for i in range(children):
+        cloud.provider(f"{name}-dev{i}", parent=name, VGPU=each)
+
+
+@pytest.mark.parametrize("policy", ["none", "isolate"])
+def test_wide_tree_limit_is_fast(client, policy):
+    cloud = Cloud(client)
+    _wide_tree(cloud, "wide", 8, 1)
+    _wide_tree(cloud, "wider", 16, 1)
+    groups = {f"resources{i}": "VGPU:1" for i in range(1, 7)}
+    started = time.perf_counter()
+    resp = cloud.candidates(**groups, group_policy=policy, limit="10",
+                            **{f"in_tree{i}": cloud.uuid("wide") for i in range(1, 7)})
+    body = resp.json()
+    assert len(body["allocation_requests"]) == 10
+    for request in cloud.named(body):
+        assert len(request) == 6 and all(res == {"VGPU": 1} for res in request.values())
+    groups = {f"resources{i}": "VGPU:1" for i in range(1, 9)}
+    resp = cloud.candidates(**groups, group_policy=policy, limit="10",
+                            **{f"in_tree{i}": cloud.uuid("wider") for i in range(1, 9)})
+    assert len(resp.json()["allocation_requests"]) == 10
+    # Nine devices from a tree of eight: nothing, found without enumerating.
+    groups = {f"resources{i}": "VGPU:1" for i in range(1, 10)}
+    resp = cloud.candidates(**groups, group_policy=policy,
+                            **{f"in_tree{i}": cloud.uuid("wide") for i in range(1, 10)})
+    assert resp.json()["allocation_requests"] == []
+    # Generous: the same queries take minutes when every permutation is built.
+    assert time.perf_counter() - started < 20
+
+
+def test_single_provider_answers_limit_and_random(client, client_with):
+    cloud = Cloud(client)
+    for i in range(6):
+        cloud.provider(f"cn{i}", VCPU=4, MEMORY_MB=1024,
+                       traits=["HW_CPU_X86_AVX2"] if i % 2 else [])
+        cloud.provider(f"cn{i}-nic", parent=f"cn{i}", SRIOV_NET_VF=4)
+    query = {"resources": "VCPU:1,MEMORY_MB:512", "required": "HW_CPU_X86_AVX2"}
+    everything = named(cloud, **query)
+    assert everything == {one(**{f"cn{i}": {"VCPU": 1, "MEMORY_MB": 512}}) for i in (1, 3, 5)}
+    body = cloud.candidates(**query, limit="2").json()
+    assert cloud.named(body) == [{"cn1": {"VCPU": 1, "MEMORY_MB": 512}},
+                                 {"cn3": {"VCPU": 1, "MEMORY_MB": 512}}]
+    # Whole trees are summarised (the nics too), and only theirs.
+    assert {cloud.name_of(u) for u in body["provider_summaries"]} == {
+        "cn1", "cn1-nic", "cn3", "cn3-nic"}
+    body = cloud.candidates(version="1.28", **query, limit="2").json()
+    assert {cloud.name_of(u) for u in body["provider_summaries"]} == {"cn1", "cn3"}
+    shuffled = Cloud(client_with(randomize_allocation_candidates=True))
+    shuffled.providers = cloud.providers
+    seen = set()
+    for _ in range(12):
+        picked = named(shuffled, **query, limit="1")
+        assert len(picked) == 1 and picked <= everything
+        seen |= picked
+    assert len(seen) > 1
+    capped = Cloud(client_with(max_allocation_candidates=2))
+    capped.providers = cloud.providers
+    assert len(named(capped, **query)) == 2
