@@ -6,7 +6,6 @@ import json
 import re
 import uuid as uuidlib
 from collections.abc import Mapping
-from functools import cache
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -39,14 +38,24 @@ def _check_uuid(instance: object) -> bool:
     return is_uuid_like(instance) if isinstance(instance, str) else True
 
 
-@cache
-def _validator(schema_json: str) -> Draft4Validator:
-    return Draft4Validator(json.loads(schema_json), format_checker=_FORMAT_CHECKER)
+# Schemas are module-level constants: one compiled validator per schema object
+# (the schema is kept in the value so its id cannot be reused).
+_VALIDATORS: dict[int, tuple[Mapping, Draft4Validator]] = {}
+
+
+def _validator(schema: Mapping) -> Draft4Validator:
+    entry = _VALIDATORS.get(id(schema))
+    if entry is None or entry[0] is not schema:
+        if len(_VALIDATORS) > 512:  # only if someone builds schemas per request
+            _VALIDATORS.clear()
+        entry = (schema, Draft4Validator(schema, format_checker=_FORMAT_CHECKER))
+        _VALIDATORS[id(schema)] = entry
+    return entry[1]
 
 
 def validate(data: Any, schema: Mapping, what: str = "JSON") -> None:
     """Validate ``data`` against ``schema``; 400 with the first error otherwise."""
-    validator = _validator(json.dumps(schema, sort_keys=True))
+    validator = _validator(schema)
     error = jsonschema.exceptions.best_match(validator.iter_errors(data))
     if error is None:
         return
