@@ -1,9 +1,10 @@
 """Resource classes over HTTP: list, show, create (POST, PUT from 1.7), rename, delete."""
 
-import threading
 
 import os_resource_classes as orc
 import pytest
+
+from tests.threads import race
 
 
 def names(client, version="1.2"):
@@ -141,21 +142,6 @@ def test_ids_continue_after_the_largest(client):
     assert list(inventories) == ["CUSTOM_B", "CUSTOM_C"]
 
 
-def race(count, action):
-    """Run ``action(n)`` in ``count`` threads released at once; their results."""
-    barrier = threading.Barrier(count)
-    results = [None] * count
-
-    def run(n):
-        barrier.wait()
-        results[n] = action(n)
-
-    threads = [threading.Thread(target=run, args=(n,)) for n in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return results
 
 
 def test_concurrent_creates_get_distinct_ids(client, database):

@@ -1,9 +1,10 @@
 """Traits over HTTP: the catalogue (/traits) and provider trait sets."""
 
-import threading
 
 import os_traits
 import pytest
+
+from tests.threads import race
 
 V = "1.6"
 INVALID = "The trait is invalid. A valid trait must be no longer than 255 characters"
@@ -171,21 +172,6 @@ def test_provider_traits_missing_provider(client):
         assert "No resource provider with uuid non_existed found" in resp.detail
 
 
-def race(count, action):
-    """Run ``action(n)`` in ``count`` threads released at once; their results."""
-    barrier = threading.Barrier(count)
-    results = [None] * count
-
-    def run(n):
-        barrier.wait()
-        results[n] = action(n)
-
-    threads = [threading.Thread(target=run, args=(n,)) for n in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return results
 
 
 def test_concurrent_puts_create_once(client):
