@@ -106,3 +106,15 @@ def test_cache_headers_from_1_15(client):
 def test_gates_table_is_ordered_and_complete():
     minors = sorted(minor for _major, minor in GATES.values())
     assert minors == list(range(1, 40))
+
+
+def test_unsupported_media_type_is_reported_before_policy(client):
+    """As upstream: the body's media type is checked before the policy decision."""
+    reader = {"X-Roles": "reader"}
+    resp = client.post("/resource_providers", raw="I want a provider", token="user:project",
+                       headers={**reader, "Content-Type": "text/plain"})
+    assert resp.status == 415
+    resp = client.post("/resource_providers", {"name": "x"}, token="user:project",
+                       headers=reader)
+    assert resp.status == 403
+    assert client.get("/resource_providers").json()["resource_providers"] == []

@@ -11,7 +11,7 @@ import falcon
 from allotment import errors
 from allotment.handlers.base import Resource, require_version
 from allotment.http import render
-from allotment.http.request import json_body, validate
+from allotment.http.request import json_body, require_json, validate
 from allotment.ledger import aggregates, providers
 from allotment.schemas import aggregates as schemas
 
@@ -35,6 +35,7 @@ class ProviderAggregates(Resource):
         _send(req, resp, provider.generation, uuids)
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+        require_json(req)
         require_version(req, "aggregates")
         self.authorize(req, "placement:resource_providers:aggregates:update")
         with_generation = req.context.version.has("aggregates_generation")

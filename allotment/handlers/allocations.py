@@ -14,7 +14,7 @@ from allotment import errors
 from allotment.handlers.base import Resource, require_version
 from allotment.http import render
 from allotment.http.microversion import Version
-from allotment.http.request import is_uuid_like, json_body
+from allotment.http.request import is_uuid_like, json_body, require_json
 from allotment.ledger import allocations, retry
 from allotment.ledger.consumers import UNKNOWN_TYPE
 from allotment.ledger.providers import normalize_uuid
@@ -74,6 +74,7 @@ class Allocations(Resource):
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         require_version(req, "post_allocations")
+        require_json(req)
         self.authorize(req, "placement:allocations:manage")
         version = req.context.version
         data = json_body(req, schemas.post_schema(version))
@@ -99,6 +100,7 @@ class ConsumerAllocations(Resource):
             last_modified=render.newest(h.changed_at for h in found.held) if found else None)
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, consumer_uuid: str) -> None:
+        require_json(req)
         self.authorize(req, "placement:allocations:update")
         if not is_uuid_like(consumer_uuid):
             raise errors.BadRequest(f"Malformed consumer_uuid: {consumer_uuid}")

@@ -11,7 +11,7 @@ import falcon
 from allotment import errors
 from allotment.handlers.base import Resource, require_version
 from allotment.http import render
-from allotment.http.request import json_body, validate
+from allotment.http.request import json_body, require_json, validate
 from allotment.ledger import inventories, providers
 from allotment.schemas import inventories as schemas
 
@@ -62,6 +62,7 @@ class ProviderInventories(Resource):
         _send_set(req, resp, provider.generation, records, from_db=True)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+        require_json(req)
         self.authorize(req, "placement:resource_providers:inventories:create")
         data = json_body(req)
         with self.db.write() as conn:
@@ -81,6 +82,7 @@ class ProviderInventories(Resource):
         _send_one(req, resp, generation, inv, status=201)
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+        require_json(req)
         self.authorize(req, "placement:resource_providers:inventories:update")
         data = json_body(req)
         with self.db.write() as conn:
@@ -137,6 +139,7 @@ class ProviderInventory(Resource):
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, uuid: str,
                resource_class: str) -> None:
+        require_json(req)
         self.authorize(req, "placement:resource_providers:inventories:update")
         data = json_body(req)
         with self.db.write() as conn:

@@ -6,7 +6,7 @@ import falcon
 
 from allotment.handlers.base import Resource
 from allotment.http import filters, render
-from allotment.http.request import json_body, query, validate_query
+from allotment.http.request import json_body, query, require_json, validate_query
 from allotment.ledger import providers
 from allotment.schemas import providers as schemas
 
@@ -66,6 +66,7 @@ class ProviderCollection(Resource):
         render.json_response(req, resp, body, last_modified=_last_modified(found))
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        require_json(req)
         self.authorize(req, "placement:resource_providers:create")
         version = req.context.version
         data = json_body(req, schemas.CREATE_1_14 if version.has("provider_tree")
@@ -92,6 +93,7 @@ class Provider(Resource):
                              last_modified=_last_modified([provider]))
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+        require_json(req)
         self.authorize(req, "placement:resource_providers:update")
         version = req.context.version
         data = json_body(req, schemas.UPDATE_1_14 if version.has("provider_tree")

@@ -8,7 +8,7 @@ from allotment import errors
 from allotment.handlers.allocations import claim_from_body
 from allotment.handlers.base import Resource, require_version
 from allotment.http import render
-from allotment.http.request import json_body
+from allotment.http.request import json_body, require_json
 from allotment.ledger import allocations, inventories, reshaper, retry
 from allotment.schemas import reshaper as schemas
 
@@ -16,6 +16,7 @@ from allotment.schemas import reshaper as schemas
 class Reshaper(Resource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         require_version(req, "reshaper")
+        require_json(req)
         self.authorize(req, "placement:reshaper:reshape")
         version = req.context.version
         data = json_body(req, schemas.reshape_schema(version))

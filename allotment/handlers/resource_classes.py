@@ -11,7 +11,7 @@ import falcon
 from allotment import errors
 from allotment.handlers.base import Resource, require_version
 from allotment.http import render
-from allotment.http.request import json_body, validate
+from allotment.http.request import json_body, require_json, validate
 from allotment.ledger import resource_classes
 from allotment.schemas import resource_classes as schemas
 
@@ -40,6 +40,7 @@ class ResourceClassCollection(Resource):
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         require_version(req, "resource_classes")
+        require_json(req)
         self.authorize(req, "placement:resource_classes:create")
         data = json_body(req, schemas.CLASS)
         name = data["name"]
@@ -70,6 +71,7 @@ class ResourceClass(Resource):
             self._rename(req, resp, name)
 
     def _rename(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        require_json(req)
         self.authorize(req, "placement:resource_classes:update")
         data = json_body(req, schemas.CLASS)
         with self.db.write() as conn:

@@ -7,7 +7,7 @@ import falcon
 from allotment import errors
 from allotment.handlers.base import Resource, require_version
 from allotment.http import render
-from allotment.http.request import json_body, query, validate, validate_query
+from allotment.http.request import json_body, query, require_json, validate, validate_query
 from allotment.ledger import providers, traits
 from allotment.schemas import traits as schemas
 
@@ -110,6 +110,7 @@ class ProviderTraits(Resource):
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
         require_version(req, "traits")
+        require_json(req)
         self.authorize(req, "placement:resource_providers:traits:update")
         data = json_body(req, schemas.SET_PROVIDER_TRAITS)
         with self.db.write() as conn:

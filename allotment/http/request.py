@@ -65,8 +65,8 @@ def validate(data: Any, schema: Mapping, what: str = "JSON") -> None:
     raise errors.BadRequest(f"Invalid query string parameters: {error}")
 
 
-def json_body(req: falcon.Request, schema: Mapping | None = None) -> Any:
-    """The request's JSON document, validated; 415/400 when it is not one."""
+def require_json(req: falcon.Request) -> None:
+    """415 unless the body is declared JSON (upstream checks this before policy)."""
     content_type = req.content_type
     media = content_type.split(";")[0].strip().lower() if content_type else None
     if media != "application/json":
@@ -74,6 +74,11 @@ def json_body(req: falcon.Request, schema: Mapping | None = None) -> Any:
             f"The media type {media} is not supported, use application/json",
             status=415,
         )
+
+
+def json_body(req: falcon.Request, schema: Mapping | None = None) -> Any:
+    """The request's JSON document, validated; 415/400 when it is not one."""
+    require_json(req)
     raw = req.bounded_stream.read()
     try:
         data = json.loads(raw.decode("utf-8"))
