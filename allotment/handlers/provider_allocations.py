@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import falcon
 
-from allotment import errors
 from allotment.handlers.base import Resource
 from allotment.http import render
 from allotment.ledger import allocations, providers
@@ -14,10 +13,8 @@ class ProviderAllocations(Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
         self.authorize(req, "placement:resource_providers:allocations:list")
         with self.db.read() as conn:
-            provider = providers.get(conn, uuid)
-            if provider is None:
-                raise errors.NotFound(f"Resource provider '{uuid}' not found: "
-                                      f"No resource provider with uuid {uuid} found")
+            provider = providers.require(conn, uuid,
+                                         context=f"Resource provider '{uuid}' not found")
             held = allocations.for_provider(conn, provider.id)
         show_generation = req.context.version.has("consumer_generation")
         by_consumer: dict[str, dict] = {}

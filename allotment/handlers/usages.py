@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import falcon
 
-from allotment import errors
 from allotment.handlers.base import Resource, require_version
 from allotment.http import render
 from allotment.http.request import query, validate_query
@@ -16,10 +15,8 @@ class ProviderUsages(Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
         self.authorize(req, "placement:resource_providers:usages")
         with self.db.read() as conn:
-            provider = providers.get(conn, uuid)
-            if provider is None:
-                raise errors.NotFound(f"No resource provider with uuid {uuid} found: "
-                                      f"No resource provider with uuid {uuid} found")
+            provider = providers.require(
+                conn, uuid, context=f"No resource provider with uuid {uuid} found")
             used = usages.for_provider(conn, provider.id)
         body = {"resource_provider_generation": provider.generation, "usages": used}
         # Usage is "now": there is no meaningful modification time to show.

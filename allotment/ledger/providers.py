@@ -61,11 +61,15 @@ def get(conn: sa.Connection, uuid: str) -> Provider | None:
     return _to_provider(row) if row else None
 
 
-def require(conn: sa.Connection, uuid: str) -> Provider:
-    """The provider with ``uuid``; 404 with upstream's message otherwise."""
+def require(conn: sa.Connection, uuid: str, context: str | None = None) -> Provider:
+    """The provider with ``uuid``; 404 with upstream's message otherwise.
+
+    ``context`` is the prefix some endpoints put before the message upstream.
+    """
     provider = get(conn, uuid)
     if provider is None:
-        raise errors.NotFound(f"No resource provider with uuid {uuid} found")
+        message = f"No resource provider with uuid {uuid} found"
+        raise errors.NotFound(f"{context}: {message}" if context else message)
     return provider
 
 
