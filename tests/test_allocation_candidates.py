@@ -226,3 +226,24 @@ def test_only_json_is_offered(cloud):
     resp = cloud.client.get("/allocation_candidates?resources=VCPU:1", version="1.10",
                             headers={"Accept": "text/plain"})
     assert resp.status == 406
+
+
+def test_summaries_carry_long_trait_lists_and_fractional_ratios(client):
+    """Summaries are read as text aggregates: nothing may be cut or rounded."""
+    import os_traits
+
+    cloud = Cloud(client)
+    # Far more than MySQL's default GROUP_CONCAT limit of 1024 bytes.
+    many = sorted(t for t in os_traits.get_traits() if t.startswith("COMPUTE_"))[:120]
+    cloud.provider("big", traits=[*many, "CUSTOM_ZED"],
+                   VCPU={"total": 7, "reserved": 1, "allocation_ratio": 1.5},
+                   CUSTOM_WIDGET={"total": 1000, "allocation_ratio": 0.333})
+    cloud.consume({"big": {"VCPU": 2}})
+    body = cloud.candidates(resources="VCPU:1").json()
+    summary = body["provider_summaries"][cloud.uuid("big")]
+    assert len(many) > 60 and len(summary["traits"]) == len(many) + 1
+    assert set(summary["traits"]) == {*many, "CUSTOM_ZED"}
+    # Standard traits (lower ids) before the custom one, as upstream lists them.
+    assert summary["traits"][-1] == "CUSTOM_ZED"
+    assert summary["resources"] == {"VCPU": {"capacity": 9, "used": 2},
+                                    "CUSTOM_WIDGET": {"capacity": 333, "used": 0}}

@@ -4,8 +4,8 @@
    the same statement the layout: are there trees, and do nested or sharing
    providers hold any of the requested classes? If not, every candidate is a
    single provider and ``single_trees`` answers the whole request in SQL,
-   ``LIMIT`` included, with the summaries of the trees it picks (two
-   queries: inventories, traits). With randomisation ``single_providers``
+   ``LIMIT`` included, with the summaries of the trees it picks, in one
+   statement. With randomisation ``single_providers``
    draws in SQL and ``summaries`` follows.
 2. ``match``: otherwise, for every request group and class, the providers
    with room for the amount (capacity, reserved, allocation ratio, min/max
@@ -16,7 +16,7 @@
    only when sharing providers matched).
 4. ``tree_parents``: the shape of the matched trees (only for same_subtree).
 5. ``summaries``: providers, inventories, usage and traits of the trees in
-   the answer (two queries, bounded by what is returned).
+   the answer (one statement per chunk of ids, bounded by what is returned).
 
 Statements are built from a hashable *shape* (how many classes, trait sets,
 ... but no values) and cached, so a request pays for SQLAlchemy construction

@@ -21,11 +21,11 @@ from allotment.candidates.query import (
     group_shape,
     single_statement,
 )
-from allotment.candidates.sql import CACHE, INV, RP, chunks, ids, used
+from allotment.candidates.sql import CACHE, RP, chunks, ids, used
 from allotment.db import tables as t
 
 
-@dataclass
+@dataclass(slots=True)
 class ProviderSummary:
     id: int
     uuid: str
@@ -38,48 +38,75 @@ class ProviderSummary:
     root_uuid: str | None = None
 
 
-def _inventory_rows(selector):
-    """Every selected provider with each of its inventories and their usage.
+def _text(column):
+    return sa.cast(column, sa.String)
 
-    ``selector`` is a condition on RP; a provider without inventory gives
-    one row with NULL class.
+
+def _summary_rows(selector):
+    """One row per selected provider: its inventories and traits as text.
+
+    Folding a provider's inventories (with usage) and traits into two
+    string aggregates gives one row per provider and one statement for the
+    whole summary, instead of a row per inventory plus a second query for
+    traits. Class and trait names are ``[A-Z0-9_]`` only, so the separators
+    are safe; numbers travel as text and are converted (and the capacity
+    computed) in Python, the same on every backend.
     """
-    rc = t.resource_classes.alias("rc")
-    return (
-        sa.select(RP.c.id, RP.c.uuid, RP.c.parent_provider_id, RP.c.root_provider_id,
-                  rc.c.name, INV.c.total, INV.c.reserved, INV.c.allocation_ratio, used(INV))
-        .select_from(RP.outerjoin(INV, INV.c.resource_provider_id == RP.c.id)
-                     .outerjoin(rc, rc.c.id == INV.c.resource_class_id))
-        .where(selector))
-
-
-def _trait_rows(selector):
-    rpt = t.resource_provider_traits.alias("rpt")
-    tr = t.traits.alias("tr")
-    return (sa.select(rpt.c.resource_provider_id, rpt.c.trait_id, tr.c.name)
-            .select_from(rpt.join(RP, RP.c.id == rpt.c.resource_provider_id)
-                         .join(tr, tr.c.id == rpt.c.trait_id))
-            .where(selector))
+    inv = t.inventories.alias("sum_inv")
+    rc = t.resource_classes.alias("sum_rc")
+    rpt = t.resource_provider_traits.alias("sum_rpt")
+    tr = t.traits.alias("sum_tr")
+    inventories = (
+        sa.select(sa.func.aggregate_strings(
+            rc.c.name + " " + _text(inv.c.total) + " " + _text(inv.c.reserved) + " "
+            + _text(inv.c.allocation_ratio) + " " + _text(used(inv)), ","))
+        .select_from(inv.join(rc, rc.c.id == inv.c.resource_class_id))
+        .where(inv.c.resource_provider_id == RP.c.id)
+        .scalar_subquery())
+    traits = (
+        sa.select(sa.func.aggregate_strings(_text(rpt.c.trait_id) + " " + tr.c.name, ","))
+        .select_from(rpt.join(tr, tr.c.id == rpt.c.trait_id))
+        .where(rpt.c.resource_provider_id == RP.c.id)
+        .scalar_subquery())
+    return sa.select(RP.c.id, RP.c.uuid, RP.c.parent_provider_id, RP.c.root_provider_id,
+                     inventories, traits).where(selector)
 
 
 @functools.lru_cache(maxsize=2)
-def _summary_statements(by_root: bool):
+def _summary_statement(by_root: bool):
     column = RP.c.root_provider_id if by_root else RP.c.id
-    selector = column.in_(ids("ids"))
-    return _inventory_rows(selector), _trait_rows(selector)
+    return _summary_rows(column.in_(ids("ids")))
 
 
-def _collect(inventory_rows, trait_rows, found: dict[int, ProviderSummary]) -> None:
-    for provider, uuid, parent, root, name, total, reserved, ratio, in_use in inventory_rows:
-        summary = found.get(provider)
-        if summary is None:
-            summary = found[provider] = ProviderSummary(provider, uuid, parent, root)
-        if name is not None:
-            summary.resources[name] = {"capacity": int((total - reserved) * ratio),
-                                       "used": int(in_use)}
+def _collect(rows, found: dict[int, ProviderSummary]) -> None:
+    # Providers of one kind (same inventory, same traits) give the same text:
+    # parse each distinct text once and share the result (never mutated).
+    resources_of: dict[str | None, dict[str, dict[str, int]]] = {None: {}}
+    traits_of: dict[str | None, list[str]] = {None: []}
+    for provider, uuid, parent, root, inventories, traits in rows:
+        resources = resources_of.get(inventories)
+        if resources is None:
+            resources = resources_of[inventories] = _parse_inventories(inventories)
+        names = traits_of.get(traits)
+        if names is None:
+            names = traits_of[traits] = _parse_traits(traits)
+        found[provider] = ProviderSummary(provider, uuid, parent, root, resources, names)
+
+
+def _parse_inventories(text: str) -> dict[str, dict[str, int]]:
+    resources = {}
+    for item in text.split(","):
+        name, total, reserved, ratio, in_use = item.split(" ")
+        resources[name] = {"capacity": int((int(total) - int(reserved)) * float(ratio)),
+                           "used": int(in_use)}
+    return resources
+
+
+def _parse_traits(text: str) -> list[str]:
     # Trait id order, as upstream's (unordered) query returns them.
-    for provider, _trait, name in sorted(tuple(row) for row in trait_rows):
-        found[provider].traits.append(name)
+    pairs = sorted((int(ident), name) for ident, name in
+                   (item.split(" ") for item in text.split(",")))
+    return [name for _, name in pairs]
 
 
 def _link(found: dict[int, ProviderSummary]) -> None:
@@ -96,10 +123,9 @@ def summaries(conn: sa.Connection, roots: Iterable[int] = (),
     """Summaries of whole trees (``roots``) or of single ``providers``."""
     found: dict[int, ProviderSummary] = {}
     for by_root, wanted in ((True, roots), (False, providers)):
-        inventory_rows, trait_rows = _summary_statements(by_root)
+        statement = _summary_statement(by_root)
         for chunk in chunks(sorted(set(wanted))):
-            _collect(conn.execute(inventory_rows, {"ids": chunk}).fetchall(),
-                     conn.execute(trait_rows, {"ids": chunk}).fetchall(), found)
+            _collect(conn.execute(statement, {"ids": chunk}), found)
     _link(found)
     return found
 
@@ -107,25 +133,20 @@ def summaries(conn: sa.Connection, roots: Iterable[int] = (),
 @functools.lru_cache(maxsize=CACHE)
 def _single_trees_statement(shape: GroupShape, roots: tuple[int, bool], limit: bool):
     chosen = single_statement(shape, roots, "id", limit).subquery("chosen")
-    return _inventory_rows(RP.c.root_provider_id.in_(sa.select(chosen.c.id)))
+    return _summary_rows(RP.c.root_provider_id.in_(sa.select(chosen.c.id)))
 
 
 def single_trees(conn: sa.Connection, group: GroupIds, roots: Roots, limit: int | None
                  ) -> dict[int, ProviderSummary]:
     """Like ``single_providers`` in id order, with the summaries of their trees.
 
-    The matching providers (all roots here) select the trees whose inventory
-    rows come back in the same statement; their traits follow in a second.
+    The matching providers (all roots here) select the trees whose summary
+    rows come back in the same statement.
     """
     statement = _single_trees_statement(group_shape(group), roots.shape(), limit is not None)
     params = {**group_params(group, "g_"), **roots.params(), "limit": limit}
-    inventory_rows = conn.execute(statement, params).fetchall()
-    trees = sorted({row[3] for row in inventory_rows})
-    trait_rows = []
-    for chunk in chunks(trees):
-        trait_rows += conn.execute(_summary_statements(True)[1], {"ids": chunk}).fetchall()
     found: dict[int, ProviderSummary] = {}
-    _collect(inventory_rows, trait_rows, found)
+    _collect(conn.execute(statement, params), found)
     _link(found)
     return found
 

@@ -67,7 +67,19 @@ def create_engine(url: str | URL, *, sqlite_synchronous: bool = True,
     engine = sa.create_engine(parsed, **kwargs)
     if backend == "sqlite":
         _configure_sqlite(engine, sqlite_synchronous)
+    elif backend == "mysql":
+        _configure_mysql(engine)
     return engine
+
+
+def _configure_mysql(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record) -> None:
+        # GROUP_CONCAT (provider summaries) silently truncates at 1024 bytes
+        # by default; a provider's trait list can be longer.
+        cursor = dbapi_conn.cursor()
+        cursor.execute("SET SESSION group_concat_max_len = 16777216")
+        cursor.close()
 
 
 def _configure_sqlite(engine: Engine, synchronous: bool) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import falcon
+import orjson
 
 
 def utcnow() -> datetime.datetime:
@@ -30,9 +31,19 @@ def json_response(req: falcon.Request, resp: falcon.Response, body: Any,
     """Write ``body`` as JSON; from 1.15 add last-modified and cache-control."""
     resp.status = status
     resp.content_type = "application/json"
-    resp.text = json.dumps(body, separators=(", ", ": "))
+    resp.data = encode(body)
     if cache_headers and req.context.version.has("cache_headers"):
         set_cache_headers(resp, last_modified)
+
+
+def encode(body: Any) -> bytes:
+    """JSON as UTF-8 bytes: orjson (several times faster on large candidate
+    answers), the standard library for what orjson refuses (integers beyond
+    64 bits)."""
+    try:
+        return orjson.dumps(body)
+    except orjson.JSONEncodeError:
+        return json.dumps(body).encode()
 
 
 def set_cache_headers(resp: falcon.Response,
