@@ -23,6 +23,7 @@ from allotment.candidates.query import (
 )
 from allotment.candidates.sql import CACHE, RP, chunks, ids, used
 from allotment.db import tables as t
+from allotment.ledger.common import STANDARD_CLASS_IDS
 
 
 @dataclass(slots=True)
@@ -48,24 +49,24 @@ def _summary_rows(selector):
     Folding a provider's inventories (with usage) and traits into two
     string aggregates gives one row per provider and one statement for the
     whole summary, instead of a row per inventory plus a second query for
-    traits. Class and trait names are ``[A-Z0-9_]`` only, so the separators
-    are safe; numbers travel as text and are converted (and the capacity
-    computed) in Python, the same on every backend.
+    traits. The aggregates carry ids, not names: a join to the name tables
+    inside a correlated subquery is what planners get wrong (PostgreSQL
+    without fresh statistics scans the traits table once per provider);
+    ``_names`` looks the few distinct ids up afterwards. Numbers travel as
+    text and are converted (and the capacity computed) in Python, the same
+    on every backend.
     """
     inv = t.inventories.alias("sum_inv")
-    rc = t.resource_classes.alias("sum_rc")
     rpt = t.resource_provider_traits.alias("sum_rpt")
-    tr = t.traits.alias("sum_tr")
     inventories = (
         sa.select(sa.func.aggregate_strings(
-            rc.c.name + " " + _text(inv.c.total) + " " + _text(inv.c.reserved) + " "
-            + _text(inv.c.allocation_ratio) + " " + _text(used(inv)), ","))
-        .select_from(inv.join(rc, rc.c.id == inv.c.resource_class_id))
+            _text(inv.c.resource_class_id) + " " + _text(inv.c.total) + " "
+            + _text(inv.c.reserved) + " " + _text(inv.c.allocation_ratio) + " "
+            + _text(used(inv)), ","))
         .where(inv.c.resource_provider_id == RP.c.id)
         .scalar_subquery())
     traits = (
-        sa.select(sa.func.aggregate_strings(_text(rpt.c.trait_id) + " " + tr.c.name, ","))
-        .select_from(rpt.join(tr, tr.c.id == rpt.c.trait_id))
+        sa.select(sa.func.aggregate_strings(_text(rpt.c.trait_id), ","))
         .where(rpt.c.resource_provider_id == RP.c.id)
         .scalar_subquery())
     return sa.select(RP.c.id, RP.c.uuid, RP.c.parent_provider_id, RP.c.root_provider_id,
@@ -78,35 +79,63 @@ def _summary_statement(by_root: bool):
     return _summary_rows(column.in_(ids("ids")))
 
 
-def _collect(rows, found: dict[int, ProviderSummary]) -> None:
+_NAMES = sa.union_all(
+    sa.select(sa.literal_column("'c'"), t.resource_classes.c.id, t.resource_classes.c.name)
+    .where(t.resource_classes.c.id.in_(ids("classes"))),
+    sa.select(sa.literal_column("'t'"), t.traits.c.id, t.traits.c.name)
+    .where(t.traits.c.id.in_(ids("traits"))))
+
+_STANDARD_CLASS_NAMES = {ident: name for name, ident in STANDARD_CLASS_IDS.items()}
+
+
+def _names(conn: sa.Connection, class_ids: set[int], trait_ids: set[int]
+           ) -> tuple[dict[int, str], dict[int, str]]:
+    """Names for class and trait ids (standard classes without asking)."""
+    classes = {i: _STANDARD_CLASS_NAMES[i] for i in class_ids if i in _STANDARD_CLASS_NAMES}
+    custom = sorted(class_ids - classes.keys())
+    traits: dict[int, str] = {}
+    if custom or trait_ids:
+        targets = {"c": classes, "t": traits}
+        params = {"classes": custom, "traits": sorted(trait_ids)}
+        for kind, ident, name in conn.execute(_NAMES, params):
+            targets[kind][ident] = name
+    return classes, traits
+
+
+def _collect(conn: sa.Connection, rows) -> dict[int, ProviderSummary]:
+    """Summaries from summary rows, in the order of the rows."""
+    rows = list(rows)
     # Providers of one kind (same inventory, same traits) give the same text:
     # parse each distinct text once and share the result (never mutated).
+    inventory_texts: dict[str | None, list[tuple[int, int, int]]] = {
+        text: _parse_inventories(text) for text in {row[4] for row in rows} if text}
+    trait_texts: dict[str | None, list[int]] = {
+        text: sorted(int(i) for i in text.split(",")) for text in {row[5] for row in rows}
+        if text}
+    class_names, trait_names = _names(
+        conn, {rc for items in inventory_texts.values() for rc, _, _ in items},
+        {trait for traits in trait_texts.values() for trait in traits})
     resources_of: dict[str | None, dict[str, dict[str, int]]] = {None: {}}
-    traits_of: dict[str | None, list[str]] = {None: []}
-    for provider, uuid, parent, root, inventories, traits in rows:
-        resources = resources_of.get(inventories)
-        if resources is None:
-            resources = resources_of[inventories] = _parse_inventories(inventories)
-        names = traits_of.get(traits)
-        if names is None:
-            names = traits_of[traits] = _parse_traits(traits)
-        found[provider] = ProviderSummary(provider, uuid, parent, root, resources, names)
-
-
-def _parse_inventories(text: str) -> dict[str, dict[str, int]]:
-    resources = {}
-    for item in text.split(","):
-        name, total, reserved, ratio, in_use = item.split(" ")
-        resources[name] = {"capacity": int((int(total) - int(reserved)) * float(ratio)),
-                           "used": int(in_use)}
-    return resources
-
-
-def _parse_traits(text: str) -> list[str]:
+    for text, items in inventory_texts.items():
+        resources_of[text] = {class_names[rc]: {"capacity": capacity, "used": in_use}
+                              for rc, capacity, in_use in items}
     # Trait id order, as upstream's (unordered) query returns them.
-    pairs = sorted((int(ident), name) for ident, name in
-                   (item.split(" ") for item in text.split(",")))
-    return [name for _, name in pairs]
+    traits_of: dict[str | None, list[str]] = {None: []}
+    for text, traits in trait_texts.items():
+        traits_of[text] = [trait_names[trait] for trait in traits]
+    return {provider: ProviderSummary(provider, uuid, parent, root, resources_of[inventories],
+                                      traits_of[traits])
+            for provider, uuid, parent, root, inventories, traits in rows}
+
+
+def _parse_inventories(text: str) -> list[tuple[int, int, int]]:
+    """(class id, capacity, used) from "class total reserved ratio used,..."."""
+    items = []
+    for item in text.split(","):
+        rc, total, reserved, ratio, in_use = item.split(" ")
+        items.append((int(rc), int((int(total) - int(reserved)) * float(ratio)), int(in_use)))
+    items.sort()
+    return items
 
 
 def _link(found: dict[int, ProviderSummary]) -> None:
@@ -121,11 +150,12 @@ def _link(found: dict[int, ProviderSummary]) -> None:
 def summaries(conn: sa.Connection, roots: Iterable[int] = (),
               providers: Iterable[int] = ()) -> dict[int, ProviderSummary]:
     """Summaries of whole trees (``roots``) or of single ``providers``."""
-    found: dict[int, ProviderSummary] = {}
+    rows = []
     for by_root, wanted in ((True, roots), (False, providers)):
         statement = _summary_statement(by_root)
         for chunk in chunks(sorted(set(wanted))):
-            _collect(conn.execute(statement, {"ids": chunk}), found)
+            rows += conn.execute(statement, {"ids": chunk}).fetchall()
+    found = _collect(conn, rows)
     _link(found)
     return found
 
@@ -145,8 +175,7 @@ def single_trees(conn: sa.Connection, group: GroupIds, roots: Roots, limit: int 
     """
     statement = _single_trees_statement(group_shape(group), roots.shape(), limit is not None)
     params = {**group_params(group, "g_"), **roots.params(), "limit": limit}
-    found: dict[int, ProviderSummary] = {}
-    _collect(conn.execute(statement, params), found)
+    found = _collect(conn, conn.execute(statement, params))
     _link(found)
     return found
 
