@@ -89,22 +89,22 @@ def find(conn: sa.Connection, request: CandidateRequest, settings: Settings,
     LOG.debug("candidates: %d returned", len(candidates))
     if not candidates:
         return Result(class_names=class_names)
-    in_use = set().union(*(candidate.providers() for candidate in candidates))
+    in_use = {rp for candidate in candidates for rp in candidate.allocations}
     # Before 1.29 only the providers that give resources are summarised.
     only_in_use = not request.nested_aware and layout.has_trees
     if summaries is None:
         if only_in_use:
             summaries = trees.summaries(conn, providers=in_use)
         else:
-            roots_in_use = set().union(*(candidate.roots for candidate in candidates))
+            roots_in_use = {root for candidate in candidates for root in candidate.roots}
             summaries = trees.summaries(conn, roots=roots_in_use)
     elif only_in_use:
         summaries = {rp: summary for rp, summary in summaries.items() if rp in in_use}
     summaries = {rp: summaries[rp] for rp in sorted(summaries)}
     LOG.debug("candidates: %d provider summaries", len(summaries))
     uuids = {rp: summary.uuid for rp, summary in summaries.items()}
-    named = in_use.union(*(rps for candidate in candidates
-                           for rps in candidate.mappings.values()))
+    named = in_use.union({rp for candidate in candidates
+                          for rps in candidate.mappings.values() for rp in rps})
     if not named <= uuids.keys():
         # A resourceless group's provider outside the summarised trees.
         uuids.update(trees.provider_uuids(conn, named - uuids.keys()))
