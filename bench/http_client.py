@@ -109,8 +109,13 @@ class PlacementClient:
             except TimeoutError as exc:
                 self._drop_connection()
                 raise RequestTimeout(f"{method} {path}: no answer within {limit:g} s") from exc
-            except (ConnectionError, http.client.HTTPException, OSError):
+            except (ConnectionError, http.client.HTTPException, OSError) as exc:
                 self._drop_connection()
+                if time.perf_counter() - start >= limit * 0.95:
+                    # uwsgi's HTTP router gives up on a slow worker after its
+                    # own 60 s and closes the connection: that is a timeout too.
+                    raise RequestTimeout(
+                        f"{method} {path}: connection closed after {limit:g} s") from exc
                 if attempt == 1 and reused:
                     continue
                 raise
