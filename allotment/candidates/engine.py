@@ -19,6 +19,15 @@ candidates from the trees in turn, so a limited answer stays spread over
 hosts without generating everything. With ``max_allocation_candidates`` set,
 as upstream documents, the sample is drawn from the first ``cap`` candidates
 in the usual (id) order.
+
+There is deliberately no cache of answers or of the ledger between
+requests: every answer is read from the database in the request's own
+transaction. Other processes write to the same tables (our other workers,
+upstream Placement during a switch, ``placement-manage``) and the schema,
+which is upstream's, has no change stamp to validate a cache against;
+adding one means a row or trigger that every claim updates, serialising
+writers. And a scheduler claims after almost every query, so a cache would
+mostly make a benchmark that repeats one query fast, not a boot.
 """
 
 from __future__ import annotations
