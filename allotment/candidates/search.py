@@ -83,9 +83,6 @@ class Candidate(NamedTuple):
                           for rc, amount in by_rc.items()),
                 frozenset((suffix, frozenset(rps)) for suffix, rps in self.mappings.items()))
 
-    def providers(self) -> set[int]:
-        return set(self.allocations)
-
 
 def feasible(slots: list[Slot], rules: Rules) -> bool:
     """Cheap necessary conditions, checked before searching a tree."""

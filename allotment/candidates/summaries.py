@@ -23,7 +23,7 @@ from allotment.candidates.query import (
 )
 from allotment.candidates.sql import CACHE, RP, chunks, ids, used
 from allotment.db import tables as t
-from allotment.ledger.common import STANDARD_CLASS_IDS
+from allotment.ledger import common
 
 
 @dataclass(slots=True)
@@ -52,7 +52,7 @@ def _summary_rows(selector):
     traits. The aggregates carry ids, not names: a join to the name tables
     inside a correlated subquery is what planners get wrong (PostgreSQL
     without fresh statistics scans the traits table once per provider);
-    ``_names`` looks the few distinct ids up afterwards. Numbers travel as
+    the few distinct ids are named afterwards. Numbers travel as
     text and are converted (and the capacity computed) in Python, the same
     on every backend.
     """
@@ -79,29 +79,6 @@ def _summary_statement(by_root: bool):
     return _summary_rows(column.in_(ids("ids")))
 
 
-_NAMES = sa.union_all(
-    sa.select(sa.literal_column("'c'"), t.resource_classes.c.id, t.resource_classes.c.name)
-    .where(t.resource_classes.c.id.in_(ids("classes"))),
-    sa.select(sa.literal_column("'t'"), t.traits.c.id, t.traits.c.name)
-    .where(t.traits.c.id.in_(ids("traits"))))
-
-_STANDARD_CLASS_NAMES = {ident: name for name, ident in STANDARD_CLASS_IDS.items()}
-
-
-def _names(conn: sa.Connection, class_ids: set[int], trait_ids: set[int]
-           ) -> tuple[dict[int, str], dict[int, str]]:
-    """Names for class and trait ids (standard classes without asking)."""
-    classes = {i: _STANDARD_CLASS_NAMES[i] for i in class_ids if i in _STANDARD_CLASS_NAMES}
-    custom = sorted(class_ids - classes.keys())
-    traits: dict[int, str] = {}
-    if custom or trait_ids:
-        targets = {"c": classes, "t": traits}
-        params = {"classes": custom, "traits": sorted(trait_ids)}
-        for kind, ident, name in conn.execute(_NAMES, params):
-            targets[kind][ident] = name
-    return classes, traits
-
-
 def _collect(conn: sa.Connection, rows) -> dict[int, ProviderSummary]:
     """Summaries from summary rows, in the order of the rows."""
     rows = list(rows)
@@ -112,9 +89,10 @@ def _collect(conn: sa.Connection, rows) -> dict[int, ProviderSummary]:
     trait_texts: dict[str | None, list[int]] = {
         text: sorted(int(i) for i in text.split(",")) for text in {row[5] for row in rows}
         if text}
-    class_names, trait_names = _names(
-        conn, {rc for items in inventory_texts.values() for rc, _, _ in items},
-        {trait for traits in trait_texts.values() for trait in traits})
+    class_names = common.class_names(
+        conn, {rc for items in inventory_texts.values() for rc, _, _ in items})
+    trait_names = common.trait_names(
+        conn, {trait for traits in trait_texts.values() for trait in traits})
     resources_of: dict[str | None, dict[str, dict[str, int]]] = {None: {}}
     for text, items in inventory_texts.items():
         resources_of[text] = {class_names[rc]: {"capacity": capacity, "used": in_use}

@@ -189,19 +189,13 @@ def render_body(version: Version, request: CandidateRequest, result: engine.Resu
     dict_format = version.has("allocations_dict_format")
     with_mappings = version.has("mappings")
     named: dict[tuple, dict] = {}
-    by_object: dict[int, tuple[dict, dict]] = {}
 
     def resources(by_rc: dict[int, int]) -> dict[str, int]:
-        # The same few amounts recur in every candidate (often as the very
-        # same dict): name them once.
-        seen = by_object.get(id(by_rc))
-        if seen is not None and seen[0] is by_rc:
-            return seen[1]
+        # The same few amounts recur in every candidate: name them once.
         key = tuple(by_rc.items())
         found = named.get(key)
         if found is None:
             found = named[key] = {class_name[rc]: amount for rc, amount in by_rc.items()}
-        by_object[id(by_rc)] = (by_rc, found)
         return found
 
     requests = []

@@ -65,6 +65,16 @@ def trait_ids(conn: sa.Connection, names: set[str] | list[str]) -> dict[str, int
     return {row.name: row.id for row in rows}
 
 
+def trait_names(conn: sa.Connection, ids: set[int] | list[int]) -> dict[int, str]:
+    """Map trait ids to names; unknown ids are left out."""
+    ids = list(ids)
+    if not ids:
+        return {}
+    rows = conn.execute(sa.select(t.traits.c.id, t.traits.c.name)
+                        .where(t.traits.c.id.in_(ids)))
+    return {row.id: row.name for row in rows}
+
+
 def aggregate_ids(conn: sa.Connection, uuids: set[str] | list[str]) -> dict[str, int]:
     uuids = list(uuids)
     if not uuids:
