@@ -12,7 +12,7 @@ from allotment import errors
 from allotment.handlers.base import Resource, require_version
 from allotment.http import render
 from allotment.http.request import json_body, require_json, validate
-from allotment.ledger import aggregates, providers
+from allotment.ledger import aggregates, providers, retry
 from allotment.schemas import aggregates as schemas
 
 
@@ -40,20 +40,21 @@ class ProviderAggregates(Resource):
         self.authorize(req, "placement:resource_providers:aggregates:update")
         with_generation = req.context.version.has("aggregates_generation")
         data = json_body(req)
-        with self.db.write() as conn:
-            # A missing provider is reported before a malformed body.
-            provider = providers.require(conn, uuid)
-            validate(data, schemas.SET_1_19 if with_generation else schemas.SET_1_1)
-            generation = provider.generation
-            if with_generation:
-                if provider.generation != data["resource_provider_generation"]:
-                    raise errors.ConcurrentUpdate(
-                        "Resource provider's generation already changed. Please update "
-                        "the generation and try again.")
-                uuids = data["aggregates"]
-            else:
-                uuids = data
-            aggregates.set_provider_aggregates(conn, provider, uuids)
-            if with_generation:
-                generation = providers.bump_generation(conn, provider)
+        for attempt in retry.attempts(self.db):
+            with attempt as conn:
+                # A missing provider is reported before a malformed body.
+                provider = providers.require(conn, uuid)
+                validate(data, schemas.SET_1_19 if with_generation else schemas.SET_1_1)
+                generation = provider.generation
+                if with_generation:
+                    if provider.generation != data["resource_provider_generation"]:
+                        raise errors.ConcurrentUpdate(
+                            "Resource provider's generation already changed. Please update "
+                            "the generation and try again.")
+                    uuids = data["aggregates"]
+                else:
+                    uuids = data
+                aggregates.set_provider_aggregates(conn, provider, uuids)
+                if with_generation:
+                    generation = providers.bump_generation(conn, provider)
         _send(req, resp, generation, uuids)

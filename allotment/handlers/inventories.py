@@ -12,7 +12,7 @@ from allotment import errors
 from allotment.handlers.base import Resource, require_version
 from allotment.http import render
 from allotment.http.request import json_body, require_json, validate
-from allotment.ledger import inventories, providers
+from allotment.ledger import inventories, providers, retry
 from allotment.schemas import inventories as schemas
 
 
@@ -65,19 +65,20 @@ class ProviderInventories(Resource):
         require_json(req)
         self.authorize(req, "placement:resource_providers:inventories:create")
         data = json_body(req)
-        with self.db.write() as conn:
-            provider = providers.require(conn, uuid)
-            validate(data, schemas.CREATE)
-            inv = inventories.from_request(data["resource_class"], data)
-            try:
-                inventories.check_capacity(provider.uuid, [inv],
-                                           req.context.version.has("reserved_equals_total"))
-                inventories.add_inventory(conn, provider, inv)
-            except (inventories.InvalidCapacity, inventories.ResourceClassNotFound) as exc:
-                raise errors.BadRequest(
-                    f"Unable to create inventory for resource provider {provider.uuid}: "
-                    f"{exc.message}") from None
-            generation = providers.bump_generation(conn, provider)
+        for attempt in retry.attempts(self.db):
+            with attempt as conn:
+                provider = providers.require(conn, uuid)
+                validate(data, schemas.CREATE)
+                inv = inventories.from_request(data["resource_class"], data)
+                try:
+                    inventories.check_capacity(provider.uuid, [inv],
+                                               req.context.version.has("reserved_equals_total"))
+                    inventories.add_inventory(conn, provider, inv)
+                except (inventories.InvalidCapacity, inventories.ResourceClassNotFound) as exc:
+                    raise errors.BadRequest(
+                        f"Unable to create inventory for resource provider {provider.uuid}: "
+                        f"{exc.message}") from None
+                generation = providers.bump_generation(conn, provider)
         resp.set_header("Location", _inventory_url(req, provider.uuid, inv.resource_class))
         _send_one(req, resp, generation, inv, status=201)
 
@@ -85,43 +86,45 @@ class ProviderInventories(Resource):
         require_json(req)
         self.authorize(req, "placement:resource_providers:inventories:update")
         data = json_body(req)
-        with self.db.write() as conn:
-            provider = providers.require(conn, uuid)
-            validate(data, schemas.REPLACE)
-            _check_generation(provider, data["resource_provider_generation"])
-            records = [inventories.from_request(name, fields)
-                       for name, fields in data["inventories"].items()]
-            try:
-                inventories.check_capacity(provider.uuid, records,
-                                           req.context.version.has("reserved_equals_total"))
-                inventories.replace_inventories(conn, provider, data["inventories"])
-            except inventories.InvalidCapacity as exc:
-                raise errors.BadRequest(
-                    f"Unable to update inventory for resource provider {provider.uuid}: "
-                    f"{exc.message}") from None
-            except inventories.ResourceClassNotFound as exc:
-                raise errors.BadRequest(
-                    "Unknown resource class in inventory for resource provider "
-                    f"{provider.uuid}: {exc.message}") from None
-            except inventories.InventoryInUse as exc:
-                raise errors.Conflict(f"update conflict: {exc.message}",
-                                      code=errors.INVENTORY_INUSE) from None
-            generation = providers.bump_generation(conn, provider)
+        for attempt in retry.attempts(self.db):
+            with attempt as conn:
+                provider = providers.require(conn, uuid)
+                validate(data, schemas.REPLACE)
+                _check_generation(provider, data["resource_provider_generation"])
+                records = [inventories.from_request(name, fields)
+                           for name, fields in data["inventories"].items()]
+                try:
+                    inventories.check_capacity(provider.uuid, records,
+                                               req.context.version.has("reserved_equals_total"))
+                    inventories.replace_inventories(conn, provider, data["inventories"])
+                except inventories.InvalidCapacity as exc:
+                    raise errors.BadRequest(
+                        f"Unable to update inventory for resource provider {provider.uuid}: "
+                        f"{exc.message}") from None
+                except inventories.ResourceClassNotFound as exc:
+                    raise errors.BadRequest(
+                        "Unknown resource class in inventory for resource provider "
+                        f"{provider.uuid}: {exc.message}") from None
+                except inventories.InventoryInUse as exc:
+                    raise errors.Conflict(f"update conflict: {exc.message}",
+                                          code=errors.INVENTORY_INUSE) from None
+                generation = providers.bump_generation(conn, provider)
         _send_set(req, resp, generation, records, from_db=False)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
         require_version(req, "delete_all_inventories", status=405)
         self.authorize(req, "placement:resource_providers:inventories:delete")
-        with self.db.write() as conn:
-            provider = providers.require(conn, uuid)
-            inventories.replace_inventories(conn, provider, {})
-            try:
-                providers.bump_generation(conn, provider)
-            except errors.ConcurrentUpdate:
-                raise errors.ConcurrentUpdate(
-                    f"Unable to delete inventory for resource provider {provider.uuid} "
-                    "because the inventory was updated by another process. Please retry "
-                    "your request.") from None
+        for attempt in retry.attempts(self.db):
+            with attempt as conn:
+                provider = providers.require(conn, uuid)
+                inventories.replace_inventories(conn, provider, {})
+                try:
+                    providers.bump_generation(conn, provider)
+                except errors.ConcurrentUpdate:
+                    raise errors.ConcurrentUpdate(
+                        f"Unable to delete inventory for resource provider {provider.uuid} "
+                        "because the inventory was updated by another process. Please retry "
+                        "your request.") from None
         render.no_content(resp)
 
 
@@ -142,43 +145,45 @@ class ProviderInventory(Resource):
         require_json(req)
         self.authorize(req, "placement:resource_providers:inventories:update")
         data = json_body(req)
-        with self.db.write() as conn:
-            provider = providers.require(conn, uuid)
-            validate(data, schemas.INVENTORY)
-            _check_generation(provider, data["resource_provider_generation"])
-            inv = inventories.from_request(resource_class, data)
-            try:
-                inventories.check_capacity(provider.uuid, [inv],
-                                           req.context.version.has("reserved_equals_total"))
-                inventories.update_inventory(conn, provider, inv)
-            except inventories.InvalidCapacity as exc:
-                raise errors.BadRequest(
-                    f"Unable to update inventory for resource provider {provider.uuid}: "
-                    f"{exc.message}") from None
-            except inventories.ResourceClassNotFound as exc:
-                raise errors.NotFound(exc.message) from None
-            except inventories.InventoryNotFound as exc:
-                raise errors.BadRequest(
-                    "No inventory record with resource class for resource provider "
-                    f"{provider.uuid}: {exc.message}") from None
-            generation = providers.bump_generation(conn, provider)
+        for attempt in retry.attempts(self.db):
+            with attempt as conn:
+                provider = providers.require(conn, uuid)
+                validate(data, schemas.INVENTORY)
+                _check_generation(provider, data["resource_provider_generation"])
+                inv = inventories.from_request(resource_class, data)
+                try:
+                    inventories.check_capacity(provider.uuid, [inv],
+                                               req.context.version.has("reserved_equals_total"))
+                    inventories.update_inventory(conn, provider, inv)
+                except inventories.InvalidCapacity as exc:
+                    raise errors.BadRequest(
+                        f"Unable to update inventory for resource provider {provider.uuid}: "
+                        f"{exc.message}") from None
+                except inventories.ResourceClassNotFound as exc:
+                    raise errors.NotFound(exc.message) from None
+                except inventories.InventoryNotFound as exc:
+                    raise errors.BadRequest(
+                        "No inventory record with resource class for resource provider "
+                        f"{provider.uuid}: {exc.message}") from None
+                generation = providers.bump_generation(conn, provider)
         _send_one(req, resp, generation, inv)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, uuid: str,
                   resource_class: str) -> None:
         self.authorize(req, "placement:resource_providers:inventories:delete")
-        with self.db.write() as conn:
-            provider = providers.require(conn, uuid)
-            try:
-                inventories.delete_inventory(conn, provider, resource_class)
-            except (inventories.ResourceClassNotFound, inventories.InventoryNotFound) as exc:
-                raise errors.NotFound(
-                    f"No inventory of class {resource_class} found for delete: "
-                    f"{exc.message}") from None
-            except inventories.InventoryInUse as exc:
-                # Upstream reports this case with the concurrent-update code.
-                raise errors.ConcurrentUpdate(
-                    f"Unable to delete inventory of class {resource_class}: "
-                    f"{exc.message}") from None
-            providers.bump_generation(conn, provider)
+        for attempt in retry.attempts(self.db):
+            with attempt as conn:
+                provider = providers.require(conn, uuid)
+                try:
+                    inventories.delete_inventory(conn, provider, resource_class)
+                except (inventories.ResourceClassNotFound, inventories.InventoryNotFound) as exc:
+                    raise errors.NotFound(
+                        f"No inventory of class {resource_class} found for delete: "
+                        f"{exc.message}") from None
+                except inventories.InventoryInUse as exc:
+                    # Upstream reports this case with the concurrent-update code.
+                    raise errors.ConcurrentUpdate(
+                        f"Unable to delete inventory of class {resource_class}: "
+                        f"{exc.message}") from None
+                providers.bump_generation(conn, provider)
         render.no_content(resp)

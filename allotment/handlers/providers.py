@@ -7,7 +7,7 @@ import falcon
 from allotment.handlers.base import Resource
 from allotment.http import filters, render
 from allotment.http.request import json_body, query, require_json, validate_query
-from allotment.ledger import providers
+from allotment.ledger import providers, retry
 from allotment.schemas import providers as schemas
 
 
@@ -71,9 +71,10 @@ class ProviderCollection(Resource):
         version = req.context.version
         data = json_body(req, schemas.CREATE_1_14 if version.has("provider_tree")
                          else schemas.CREATE)
-        with self.db.write() as conn:
-            provider = providers.create(conn, data["name"], data.get("uuid"),
-                                        data.get("parent_provider_uuid"))
+        for attempt in retry.attempts(self.db):
+            with attempt as conn:
+                provider = providers.create(conn, data["name"], data.get("uuid"),
+                                            data.get("parent_provider_uuid"))
         resp.set_header("Location", f"{req.env.get('SCRIPT_NAME', '')}"
                         f"/resource_providers/{provider.uuid}")
         if version.has("create_provider_returns_body"):
@@ -101,15 +102,17 @@ class Provider(Resource):
         kwargs = {}
         if "parent_provider_uuid" in data:
             kwargs["parent_uuid"] = data["parent_provider_uuid"]
-        with self.db.write() as conn:
-            provider = providers.update(conn, uuid, data["name"],
-                                        allow_reparenting=version.has("reparent"), **kwargs)
+        for attempt in retry.attempts(self.db):
+            with attempt as conn:
+                provider = providers.update(conn, uuid, data["name"],
+                                            allow_reparenting=version.has("reparent"), **kwargs)
         render.json_response(req, resp, provider_body(req, provider),
                              last_modified=_last_modified([provider]))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
         self.authorize(req, "placement:resource_providers:delete")
-        with self.db.write() as conn:
-            providers.delete(conn, uuid)
+        for attempt in retry.attempts(self.db):
+            with attempt as conn:
+                providers.delete(conn, uuid)
         render.no_content(resp)
 

@@ -12,7 +12,7 @@ from allotment import errors
 from allotment.handlers.base import Resource, require_version
 from allotment.http import render
 from allotment.http.request import json_body, require_json, validate
-from allotment.ledger import resource_classes
+from allotment.ledger import resource_classes, retry
 from allotment.schemas import resource_classes as schemas
 
 
@@ -44,12 +44,13 @@ class ResourceClassCollection(Resource):
         self.authorize(req, "placement:resource_classes:create")
         data = json_body(req, schemas.CLASS)
         name = data["name"]
-        with self.db.write() as conn:
-            try:
-                resource_classes.create(conn, name)
-            except resource_classes.ClassExists:
-                raise errors.Conflict(
-                    f"Conflicting resource class already exists: {name}") from None
+        for attempt in retry.attempts(self.db):
+            with attempt as conn:
+                try:
+                    resource_classes.create(conn, name)
+                except resource_classes.ClassExists:
+                    raise errors.Conflict(
+                        f"Conflicting resource class already exists: {name}") from None
         resp.set_header("Location", render.absolute_url(req, f"/resource_classes/{name}"))
         resp.status = 201
         resp.content_type = None
@@ -74,13 +75,14 @@ class ResourceClass(Resource):
         require_json(req)
         self.authorize(req, "placement:resource_classes:update")
         data = json_body(req, schemas.CLASS)
-        with self.db.write() as conn:
-            rc = resource_classes.require(conn, name)
-            try:
-                rc = resource_classes.rename(conn, rc, data["name"])
-            except resource_classes.ClassExists:
-                raise errors.Conflict(
-                    f"Resource class already exists: {data['name']}") from None
+        for attempt in retry.attempts(self.db):
+            with attempt as conn:
+                rc = resource_classes.require(conn, name)
+                try:
+                    rc = resource_classes.rename(conn, rc, data["name"])
+                except resource_classes.ClassExists:
+                    raise errors.Conflict(
+                        f"Resource class already exists: {data['name']}") from None
         # Upstream sends no cache headers here.
         render.json_response(req, resp, _class_body(req, rc), cache_headers=False)
 
@@ -89,13 +91,14 @@ class ResourceClass(Resource):
         # The URL's name must pass the same schema as a POSTed body.
         validate({"name": name}, schemas.CLASS)
         status = 204
-        with self.db.write() as conn:
-            if resource_classes.get(conn, name) is None:
-                try:
-                    resource_classes.create(conn, name)
-                    status = 201
-                except resource_classes.ClassExists:
-                    pass  # Created meanwhile by somebody else: it exists, as asked.
+        for attempt in retry.attempts(self.db):
+            with attempt as conn:
+                if resource_classes.get(conn, name) is None:
+                    try:
+                        resource_classes.create(conn, name)
+                        status = 201
+                    except resource_classes.ClassExists:
+                        pass  # Created meanwhile by somebody else: it exists, as asked.
         resp.status = status
         resp.content_type = None
         resp.set_header("Location", render.absolute_url(req, f"/resource_classes/{name}"))
@@ -103,10 +106,11 @@ class ResourceClass(Resource):
     def on_delete(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         require_version(req, "resource_classes")
         self.authorize(req, "placement:resource_classes:delete")
-        with self.db.write() as conn:
-            rc = resource_classes.require(conn, name)
-            try:
-                resource_classes.delete(conn, rc)
-            except (resource_classes.StandardClass, resource_classes.ClassInUse) as exc:
-                raise type(exc)(f"Error in delete resource class: {exc.message}") from None
+        for attempt in retry.attempts(self.db):
+            with attempt as conn:
+                rc = resource_classes.require(conn, name)
+                try:
+                    resource_classes.delete(conn, rc)
+                except (resource_classes.StandardClass, resource_classes.ClassInUse) as exc:
+                    raise type(exc)(f"Error in delete resource class: {exc.message}") from None
         render.no_content(resp)

@@ -8,7 +8,7 @@ from allotment import errors
 from allotment.handlers.base import Resource, require_version
 from allotment.http import render
 from allotment.http.request import json_body, query, require_json, validate, validate_query
-from allotment.ledger import providers, traits
+from allotment.ledger import providers, retry, traits
 from allotment.schemas import traits as schemas
 
 _INVALID_TRAIT = (
@@ -78,8 +78,9 @@ class Trait(Resource):
             validate(name, schemas.CUSTOM_TRAIT)
         except errors.BadRequest:
             raise errors.BadRequest(_INVALID_TRAIT) from None
-        with self.db.write() as conn:
-            trait, created = traits.ensure(conn, name)
+        for attempt in retry.attempts(self.db):
+            with attempt as conn:
+                trait, created = traits.ensure(conn, name)
         render.no_content(resp)
         resp.status = 201 if created else 204
         resp.set_header("Location", render.absolute_url(req, f"/traits/{name}"))
@@ -89,8 +90,9 @@ class Trait(Resource):
     def on_delete(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         require_version(req, "traits")
         self.authorize(req, "placement:traits:delete")
-        with self.db.write() as conn:
-            traits.delete(conn, name)
+        for attempt in retry.attempts(self.db):
+            with attempt as conn:
+                traits.delete(conn, name)
         render.no_content(resp)
 
 
@@ -113,25 +115,27 @@ class ProviderTraits(Resource):
         require_json(req)
         self.authorize(req, "placement:resource_providers:traits:update")
         data = json_body(req, schemas.SET_PROVIDER_TRAITS)
-        with self.db.write() as conn:
-            provider = providers.require(conn, uuid)
-            if provider.generation != data["resource_provider_generation"]:
-                raise errors.ConcurrentUpdate(_GENERATION_CHANGED)
-            names = set(data["traits"])
-            found = traits.list_traits(conn, names=sorted(names)) if names else []
-            missing = names - {trait.name for trait in found}
-            if missing:
-                raise errors.BadRequest(f"No such trait {', '.join(sorted(missing))}")
-            generation = provider.generation
-            if traits.set_provider_traits(conn, provider, found):
-                generation = providers.bump_generation(conn, provider)
+        for attempt in retry.attempts(self.db):
+            with attempt as conn:
+                provider = providers.require(conn, uuid)
+                if provider.generation != data["resource_provider_generation"]:
+                    raise errors.ConcurrentUpdate(_GENERATION_CHANGED)
+                names = set(data["traits"])
+                found = traits.list_traits(conn, names=sorted(names)) if names else []
+                missing = names - {trait.name for trait in found}
+                if missing:
+                    raise errors.BadRequest(f"No such trait {', '.join(sorted(missing))}")
+                generation = provider.generation
+                if traits.set_provider_traits(conn, provider, found):
+                    generation = providers.bump_generation(conn, provider)
         self._send(req, resp, generation, found)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
         require_version(req, "traits")
         self.authorize(req, "placement:resource_providers:traits:delete")
-        with self.db.write() as conn:
-            provider = providers.require(conn, uuid)
-            if traits.set_provider_traits(conn, provider, []):
-                providers.bump_generation(conn, provider)
+        for attempt in retry.attempts(self.db):
+            with attempt as conn:
+                provider = providers.require(conn, uuid)
+                if traits.set_provider_traits(conn, provider, []):
+                    providers.bump_generation(conn, provider)
         render.no_content(resp)

@@ -13,12 +13,14 @@ by a concurrent insert) are treated the same way.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
+from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from allotment import errors
@@ -32,6 +34,11 @@ T = TypeVar("T")
 # PostgreSQL SQLSTATEs and MySQL error numbers that mean "try again".
 _PG_TRANSIENT = {"40001", "40P01", "55P03"}
 _MYSQL_TRANSIENT = {1205, 1213}
+
+# Retries of writes other than claims (which use the configured
+# ``allocation_conflict_retry_count``): losses there are rare (MySQL
+# deadlocks between concurrent inserts, SQLite's busy timeout).
+WRITE_RETRIES = 5
 
 
 class Race(Exception):
@@ -61,23 +68,88 @@ def is_transient(exc: DBAPIError) -> bool:
     return "database is locked" in text or "deadlock" in text
 
 
-def write_with_retries(db: Database, attempt: Callable, retries: int) -> T:
-    """Run ``attempt(conn)`` in a write transaction; on a race, again in a new one.
+class Attempt:
+    """One write transaction of a retry loop (see ``attempts``).
 
-    ``retries`` is ``[placement] allocation_conflict_retry_count``: how many
-    times a lost race is tried again before answering 409.
+    Entering opens the transaction; leaving commits it, or rolls it back and
+    swallows the exception when it was a lost race, so the loop goes on.
+    """
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._transaction: contextlib.AbstractContextManager[Connection] | None = None
+        self.succeeded = False
+        self.lost_to: BaseException | None = None
+
+    def __enter__(self) -> Connection:
+        self._transaction = self._db.write()
+        return self._transaction.__enter__()
+
+    def __exit__(self, kind, value, traceback) -> bool:
+        assert self._transaction is not None
+        try:
+            self._transaction.__exit__(kind, value, traceback)
+        except BaseException as exc:  # the commit itself can lose (deadlock, lock)
+            if not _lost_race(exc):
+                raise
+            self.lost_to = exc
+            return True
+        if value is None:
+            self.succeeded = True
+            return False
+        if _lost_race(value):
+            self.lost_to = value
+            return True
+        return False
+
+
+def _lost_race(exc: BaseException | None) -> bool:
+    # Walk the chain: when MySQL kills a transaction in a deadlock inside a
+    # savepoint, what surfaces is the failed ROLLBACK TO SAVEPOINT, with the
+    # deadlock as its context.
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, Race) or (isinstance(exc, DBAPIError) and is_transient(exc)):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+def attempts(db: Database, retries: int = WRITE_RETRIES) -> Iterator[Attempt]:
+    """Write transactions until one commits; ``RetriesExhausted`` after ``retries`` more.
+
+    Use as::
+
+        for attempt in retry.attempts(db):
+            with attempt as conn:
+                ...
+
+    A body that loses a race (``Race``, a deadlock, a lock timeout, a unique
+    key taken meanwhile) is rolled back and run again from the top in a new
+    transaction, which sees the winner's commit. Any other exception ends the
+    loop at once.
     """
     for number in range(retries + 1):
-        try:
-            with db.write() as conn:
-                return attempt(conn)
-        except Race as exc:
-            LOG.debug("write attempt %d lost a race (%s); retrying", number + 1, exc)
-        except DBAPIError as exc:
-            if not is_transient(exc):
-                raise
-            LOG.debug("write attempt %d hit %s; retrying", number + 1, exc.orig)
+        attempt = Attempt(db)
+        yield attempt
+        if attempt.lost_to is None:
+            # Committed, or the body left the ``with`` some other way.
+            return
+        LOG.debug("write attempt %d lost a race (%s); retrying", number + 1, attempt.lost_to)
         # A little jitter keeps two losers from colliding again in lockstep.
         time.sleep(random.uniform(0, 0.002 * (number + 1)))
-    LOG.warning("Exceeded retry limit of %d on allocations write", retries)
+    LOG.warning("Exceeded retry limit of %d on a write", retries)
     raise RetriesExhausted()
+
+
+def write_with_retries(db: Database, attempt: Callable[[Connection], T], retries: int) -> T:
+    """Run ``attempt(conn)`` in a write transaction; on a race, again in a new one.
+
+    ``retries`` is ``[placement] allocation_conflict_retry_count`` for claims:
+    how many times a lost race is tried again before answering 409.
+    """
+    for transaction in attempts(db, retries):
+        with transaction as conn:
+            return attempt(conn)
+    raise AssertionError("attempts() either yields until success or raises")

@@ -1,0 +1,131 @@
+"""Writes that lose a race at the database level run again in a new transaction.
+
+MySQL/MariaDB answer concurrent inserts into the same index range with
+deadlocks (error 1213) that kill the whole transaction; PostgreSQL has its
+own deadlock and serialization errors. Such a loss must never reach a client
+as a 500: the write is run again from the top, and only when it keeps losing
+does the client get 409 ``placement.concurrent_update``.
+"""
+
+from __future__ import annotations
+
+import pymysql
+import pytest
+import sqlalchemy as sa
+
+from allotment.db import tables as t
+from allotment.ledger import resource_classes, retry
+from tests.threads import race
+
+
+def _deadlock() -> sa.exc.OperationalError:
+    return sa.exc.OperationalError(
+        "INSERT INTO resource_classes ...", {},
+        pymysql.err.OperationalError(1213, "Deadlock found when trying to get lock"))
+
+
+def _custom_class_names(database) -> list[str]:
+    with database.engine.connect() as conn:
+        return sorted(conn.execute(sa.select(t.resource_classes.c.name)
+                                   .where(t.resource_classes.c.id >= 10000)).scalars())
+
+
+def test_a_deadlocked_attempt_is_rolled_back_and_run_again(database):
+    calls = []
+    for attempt in retry.attempts(database.db):
+        with attempt as conn:
+            calls.append(1)
+            resource_classes.create(conn, "CUSTOM_ONCE")
+            if len(calls) == 1:
+                raise _deadlock()
+    assert len(calls) == 2
+    assert _custom_class_names(database) == ["CUSTOM_ONCE"]
+
+
+def test_a_deadlock_behind_a_failed_savepoint_rollback_counts_as_lost(database):
+    # What MySQL shows when the deadlock happens inside a savepoint: the
+    # rollback to the savepoint fails because the transaction is gone.
+    calls = []
+    for attempt in retry.attempts(database.db):
+        with attempt as conn:
+            calls.append(1)
+            if len(calls) == 1:
+                try:
+                    raise _deadlock()
+                except sa.exc.OperationalError:
+                    # Raised while handling: the deadlock is only __context__.
+                    raise sa.exc.OperationalError(  # noqa: B904
+                        "ROLLBACK TO SAVEPOINT sa_savepoint_1", {},
+                        pymysql.err.OperationalError(1305, "SAVEPOINT does not exist"))
+            resource_classes.create(conn, "CUSTOM_AFTER")
+    assert len(calls) == 2
+    assert _custom_class_names(database) == ["CUSTOM_AFTER"]
+
+
+def test_other_errors_end_the_loop_at_once_and_write_nothing(database):
+    calls = []
+    with pytest.raises(ValueError):
+        for attempt in retry.attempts(database.db):
+            with attempt as conn:
+                calls.append(1)
+                resource_classes.create(conn, "CUSTOM_NEVER")
+                raise ValueError("not a race")
+    assert len(calls) == 1
+    assert _custom_class_names(database) == []
+
+
+def test_losing_every_attempt_raises_concurrent_update(database):
+    calls = []
+    with pytest.raises(retry.RetriesExhausted) as caught:
+        for attempt in retry.attempts(database.db, retries=2):
+            with attempt:
+                calls.append(1)
+                raise _deadlock()
+    assert len(calls) == 3
+    assert caught.value.status == 409
+    assert caught.value.code == "placement.concurrent_update"
+
+
+def _deadlock_first_calls(monkeypatch, count: int) -> list[int]:
+    """Make ``resource_classes.create`` write, then deadlock, ``count`` times."""
+    original = resource_classes.create
+    calls: list[int] = []
+
+    def create(conn, name):
+        calls.append(1)
+        created = original(conn, name)
+        if len(calls) <= count:
+            raise _deadlock()
+        return created
+
+    monkeypatch.setattr(resource_classes, "create", create)
+    return calls
+
+
+def test_http_write_that_deadlocks_once_succeeds(client, database, monkeypatch):
+    calls = _deadlock_first_calls(monkeypatch, 1)
+    resp = client.post("/resource_classes", {"name": "CUSTOM_HTTP"}, version="1.2")
+    assert resp.status == 201
+    assert len(calls) == 2
+    assert _custom_class_names(database) == ["CUSTOM_HTTP"]
+    # The same for the 1.7 create-by-PUT path.
+    resp = client.put("/resource_classes/CUSTOM_PUT", version="1.7")
+    assert resp.status == 201
+
+
+def test_http_write_that_keeps_deadlocking_gets_409_not_500(client, database, monkeypatch):
+    _deadlock_first_calls(monkeypatch, 1000)
+    resp = client.post("/resource_classes", {"name": "CUSTOM_HTTP"}, version="1.23")
+    assert resp.status == 409
+    assert resp.error_code == "placement.concurrent_update"
+    assert _custom_class_names(database) == []
+
+
+def test_concurrent_creates_of_custom_classes_all_succeed(client, database):
+    # Several rounds of simultaneous creates: on MariaDB these deadlock now
+    # and then, which used to surface as a 500.
+    for round_ in range(5):
+        statuses = race(6, lambda n, r=round_: client.post(
+            "/resource_classes", {"name": f"CUSTOM_R{r}_{n}"}, version="1.2").status)
+        assert statuses == [201] * 6
+    assert len(_custom_class_names(database)) == 30
