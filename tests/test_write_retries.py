@@ -74,6 +74,22 @@ def test_other_errors_end_the_loop_at_once_and_write_nothing(database):
     assert _custom_class_names(database) == []
 
 
+def test_a_domain_error_raised_over_a_duplicate_key_is_not_retried(database):
+    # The ledger turns some duplicates into answers (409 "already exists");
+    # those must reach the client as they are, not be retried.
+    calls = []
+    with pytest.raises(resource_classes.ClassExists):
+        for attempt in retry.attempts(database.db):
+            with attempt:
+                calls.append(1)
+                try:
+                    raise sa.exc.IntegrityError(
+                        "INSERT ...", {}, pymysql.err.IntegrityError(1062, "Duplicate entry"))
+                except sa.exc.IntegrityError:
+                    raise resource_classes.ClassExists("taken") from None
+    assert len(calls) == 1
+
+
 def test_losing_every_attempt_raises_concurrent_update(database):
     calls = []
     with pytest.raises(retry.RetriesExhausted) as caught:

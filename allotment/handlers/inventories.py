@@ -48,6 +48,17 @@ def _send_one(req: falcon.Request, resp: falcon.Response, generation: int,
                          last_modified=inv.updated_at or inv.created_at)
 
 
+def _check_capacity(req: falcon.Request, provider: providers.Provider,
+                    records: list[inventories.Inventory], verb: str) -> None:
+    try:
+        inventories.check_capacity(provider.uuid, records,
+                                   req.context.version.has("reserved_equals_total"))
+    except inventories.InvalidCapacity as exc:
+        raise errors.BadRequest(
+            f"Unable to {verb} inventory for resource provider {provider.uuid}: "
+            f"{exc.message}") from None
+
+
 def _check_generation(provider: providers.Provider, generation: int) -> None:
     if provider.generation != generation:
         raise errors.ConcurrentUpdate("resource provider generation conflict")
@@ -70,11 +81,10 @@ class ProviderInventories(Resource):
                 provider = providers.require(conn, uuid)
                 validate(data, schemas.CREATE)
                 inv = inventories.from_request(data["resource_class"], data)
+                _check_capacity(req, provider, [inv], "create")
                 try:
-                    inventories.check_capacity(provider.uuid, [inv],
-                                               req.context.version.has("reserved_equals_total"))
                     inventories.add_inventory(conn, provider, inv)
-                except (inventories.InvalidCapacity, inventories.ResourceClassNotFound) as exc:
+                except inventories.ResourceClassNotFound as exc:
                     raise errors.BadRequest(
                         f"Unable to create inventory for resource provider {provider.uuid}: "
                         f"{exc.message}") from None
@@ -93,14 +103,9 @@ class ProviderInventories(Resource):
                 _check_generation(provider, data["resource_provider_generation"])
                 records = [inventories.from_request(name, fields)
                            for name, fields in data["inventories"].items()]
+                _check_capacity(req, provider, records, "update")
                 try:
-                    inventories.check_capacity(provider.uuid, records,
-                                               req.context.version.has("reserved_equals_total"))
                     inventories.replace_inventories(conn, provider, data["inventories"])
-                except inventories.InvalidCapacity as exc:
-                    raise errors.BadRequest(
-                        f"Unable to update inventory for resource provider {provider.uuid}: "
-                        f"{exc.message}") from None
                 except inventories.ResourceClassNotFound as exc:
                     raise errors.BadRequest(
                         "Unknown resource class in inventory for resource provider "
@@ -151,14 +156,9 @@ class ProviderInventory(Resource):
                 validate(data, schemas.INVENTORY)
                 _check_generation(provider, data["resource_provider_generation"])
                 inv = inventories.from_request(resource_class, data)
+                _check_capacity(req, provider, [inv], "update")
                 try:
-                    inventories.check_capacity(provider.uuid, [inv],
-                                               req.context.version.has("reserved_equals_total"))
                     inventories.update_inventory(conn, provider, inv)
-                except inventories.InvalidCapacity as exc:
-                    raise errors.BadRequest(
-                        f"Unable to update inventory for resource provider {provider.uuid}: "
-                        f"{exc.message}") from None
                 except inventories.ResourceClassNotFound as exc:
                     raise errors.NotFound(exc.message) from None
                 except inventories.InventoryNotFound as exc:

@@ -43,6 +43,7 @@ from allotment.db import tables as t
 from allotment.db.engine import Database
 from allotment.ledger import consumers, providers, retry
 from allotment.ledger.common import class_ids, class_names, utcnow
+from allotment.ledger.inventories import Inventory
 from allotment.ledger.retry import Race
 
 
@@ -288,20 +289,6 @@ def _save_consumer(conn: sa.Connection, c: Claim, consumer: consumers.Consumer |
                          set_type=c.consumer_type is not None)
 
 
-@dataclass(frozen=True)
-class _Inventory:
-    total: int
-    reserved: int
-    min_unit: int
-    max_unit: int
-    step_size: int
-    allocation_ratio: float
-
-    @property
-    def capacity(self) -> float:
-        return (self.total - self.reserved) * self.allocation_ratio
-
-
 def _check_capacity(conn: sa.Connection, claims: list[Claim],
                     by_uuid: dict[str, providers.Provider], rc_ids: dict[str, int],
                     old_ours: dict[tuple[int, int], int]) -> None:
@@ -313,10 +300,14 @@ def _check_capacity(conn: sa.Connection, claims: list[Claim],
     provider_ids = [by_uuid[rp].id for c in claims for rp in c.allocations]
     class_id_list = list(rc_ids.values())
     inv, a = t.inventories, t.allocations
+    class_by_id = {class_id: name for name, class_id in rc_ids.items()}
+    # Inventory.capacity is truncated as the API shows it. Against whole
+    # amounts that is the exact product's test; with a negative capacity they
+    # differ only for a usage of 0, which is never "more than before".
     inventories = {
-        (row.resource_provider_id, row.resource_class_id): _Inventory(
-            row.total, row.reserved, row.min_unit, row.max_unit, row.step_size,
-            row.allocation_ratio)
+        (row.resource_provider_id, row.resource_class_id): Inventory(
+            class_by_id[row.resource_class_id], row.total, row.reserved, row.min_unit,
+            row.max_unit, row.step_size, row.allocation_ratio)
         for row in conn.execute(
             sa.select(inv).where(inv.c.resource_provider_id.in_(provider_ids),
                                  inv.c.resource_class_id.in_(class_id_list)))

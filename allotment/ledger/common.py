@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from collections.abc import Iterable
 
 import os_resource_classes as orc
 import sqlalchemy as sa
@@ -26,14 +27,21 @@ STANDARD_CLASS_IDS = {name: index for index, name in enumerate(orc.STANDARDS)}
 STANDARD_CLASS_NAMES = dict(enumerate(orc.STANDARDS))
 
 
+def _lookup(conn: sa.Connection, key: sa.Column, value: sa.Column,
+            keys: Iterable) -> dict:
+    """Map each of ``keys`` found in ``key``'s column to its row's ``value``."""
+    keys = list(keys)
+    if not keys:
+        return {}
+    rows = conn.execute(sa.select(key, value).where(key.in_(keys)))
+    return {k: v for k, v in rows}
+
+
 def class_ids(conn: sa.Connection, names: set[str] | list[str]) -> dict[str, int]:
     """Map resource class names to ids; unknown names are left out."""
     found = {n: STANDARD_CLASS_IDS[n] for n in names if n in STANDARD_CLASS_IDS}
-    custom = [n for n in names if n not in found]
-    if custom:
-        rows = conn.execute(sa.select(t.resource_classes.c.id, t.resource_classes.c.name)
-                            .where(t.resource_classes.c.name.in_(custom)))
-        found.update({row.name: row.id for row in rows})
+    rc = t.resource_classes
+    found.update(_lookup(conn, rc.c.name, rc.c.id, (n for n in names if n not in found)))
     return found
 
 
@@ -47,38 +55,20 @@ def class_id(conn: sa.Connection, name: str) -> int:
 
 def class_names(conn: sa.Connection, ids: set[int] | list[int]) -> dict[int, str]:
     found = {i: STANDARD_CLASS_NAMES[i] for i in ids if i in STANDARD_CLASS_NAMES}
-    custom = [i for i in ids if i not in found]
-    if custom:
-        rows = conn.execute(sa.select(t.resource_classes.c.id, t.resource_classes.c.name)
-                            .where(t.resource_classes.c.id.in_(custom)))
-        found.update({row.id: row.name for row in rows})
+    rc = t.resource_classes
+    found.update(_lookup(conn, rc.c.id, rc.c.name, (i for i in ids if i not in found)))
     return found
 
 
 def trait_ids(conn: sa.Connection, names: set[str] | list[str]) -> dict[str, int]:
     """Map trait names to ids; unknown names are left out."""
-    names = list(names)
-    if not names:
-        return {}
-    rows = conn.execute(sa.select(t.traits.c.id, t.traits.c.name)
-                        .where(t.traits.c.name.in_(names)))
-    return {row.name: row.id for row in rows}
+    return _lookup(conn, t.traits.c.name, t.traits.c.id, names)
 
 
 def trait_names(conn: sa.Connection, ids: set[int] | list[int]) -> dict[int, str]:
     """Map trait ids to names; unknown ids are left out."""
-    ids = list(ids)
-    if not ids:
-        return {}
-    rows = conn.execute(sa.select(t.traits.c.id, t.traits.c.name)
-                        .where(t.traits.c.id.in_(ids)))
-    return {row.id: row.name for row in rows}
+    return _lookup(conn, t.traits.c.id, t.traits.c.name, ids)
 
 
 def aggregate_ids(conn: sa.Connection, uuids: set[str] | list[str]) -> dict[str, int]:
-    uuids = list(uuids)
-    if not uuids:
-        return {}
-    rows = conn.execute(sa.select(t.placement_aggregates.c.id, t.placement_aggregates.c.uuid)
-                        .where(t.placement_aggregates.c.uuid.in_(uuids)))
-    return {row.uuid: row.id for row in rows}
+    return _lookup(conn, t.placement_aggregates.c.uuid, t.placement_aggregates.c.id, uuids)

@@ -78,7 +78,6 @@ class Attempt:
     def __init__(self, db: Database) -> None:
         self._db = db
         self._transaction: contextlib.AbstractContextManager[Connection] | None = None
-        self.succeeded = False
         self.lost_to: BaseException | None = None
 
     def __enter__(self) -> Connection:
@@ -94,26 +93,25 @@ class Attempt:
                 raise
             self.lost_to = exc
             return True
-        if value is None:
-            self.succeeded = True
-            return False
-        if _lost_race(value):
+        if value is not None and _lost_race(value):
             self.lost_to = value
             return True
         return False
 
 
 def _lost_race(exc: BaseException | None) -> bool:
-    # Walk the chain: when MySQL kills a transaction in a deadlock inside a
-    # savepoint, what surfaces is the failed ROLLBACK TO SAVEPOINT, with the
-    # deadlock as its context.
-    seen = 0
-    while exc is not None and seen < 8:
-        if isinstance(exc, Race) or (isinstance(exc, DBAPIError) and is_transient(exc)):
-            return True
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
-    return False
+    if isinstance(exc, Race):
+        return True
+    if not isinstance(exc, DBAPIError):
+        # Domain errors stay what the ledger made them, even when raised
+        # while handling a duplicate key.
+        return False
+    if is_transient(exc):
+        return True
+    # When MySQL kills a transaction in a deadlock inside a savepoint, what
+    # surfaces is the failed ROLLBACK TO SAVEPOINT, the deadlock its context.
+    inner = exc.__cause__ or exc.__context__
+    return inner is not exc and _lost_race(inner)
 
 
 def attempts(db: Database, retries: int = WRITE_RETRIES) -> Iterator[Attempt]:
