@@ -1,7 +1,9 @@
-"""Error codes and the exception every layer raises to refuse a request.
+"""Placement error codes, and the refusals the HTTP layer raises itself.
 
-Domain code raises these with a plain message; the HTTP layer renders them
-all in one place (``allotment.http.errors``) in Placement's error format.
+Handlers and the HTTP plumbing raise these for what they find wrong with a
+request (malformed input, a microversion without the resource, policy).
+The domain raises its own exceptions (``allotment.ledger.errors``); both
+kinds are rendered in one place, ``allotment.http.errors``.
 """
 
 from __future__ import annotations
@@ -85,10 +87,3 @@ class Forbidden(PlacementError):
 
 class NotAcceptable(PlacementError):
     status = 406
-
-
-class ConcurrentUpdate(Conflict):
-    """A generation check failed: somebody else changed the thing first."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, code=CONCURRENT_UPDATE)

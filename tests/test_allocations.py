@@ -7,6 +7,7 @@ import uuid
 import pytest
 
 from allotment import errors
+from allotment.ledger.errors import Race
 from allotment.ledger import providers as providers_ledger
 from tests.claims_support import generation, provider_with, put, state, usages
 
@@ -243,7 +244,7 @@ def test_provider_race_is_retried_in_a_fresh_transaction(client, monkeypatch):
     def flaky_bump(conn, provider):
         if failures["left"]:
             failures["left"] -= 1
-            raise errors.ConcurrentUpdate("simulated race")
+            raise Race("simulated race")
         return real_bump(conn, provider)
 
     monkeypatch.setattr(providers_ledger, "bump_generation", flaky_bump)
@@ -260,7 +261,7 @@ def test_retries_exhausted_is_409_concurrent_update(client, database, monkeypatc
     conf.set_override("allocation_conflict_retry_count", 1, group="placement")
 
     def lost(conn, provider):
-        raise errors.ConcurrentUpdate("simulated race")
+        raise Race("simulated race")
 
     monkeypatch.setattr(providers_ledger, "bump_generation", lost)
     before = state(database)

@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from allotment.db import tables as t
 from allotment.ledger import inventories, providers
 from allotment.ledger.common import STANDARD_CLASS_IDS
+from allotment.ledger.errors import UnknownResourceClass
 
 MAX_INT = 2147483647
 
@@ -183,6 +184,9 @@ def test_put_all(client, rp):
      400, "Unknown resource class in inventory for resource provider", None),
     ({"resource_provider_generation": 1, "inventories": {"house": {"total": 1}}},
      400, "No such resource class house", None),
+    # A key that is no class name is not validated: its record is refused with it.
+    ({"resource_provider_generation": 1, "inventories": {"house": {"total": "many"}}},
+     400, "No such resource class house", None),
     ({"resource_provider_generation": 1, "inventories": {"VCPU": {"total": 1,
                                                                   "reserved": 5}}},
      400, "Unable to update inventory", None),
@@ -295,7 +299,7 @@ def test_replace_inventories_leaves_generation_to_caller(database, client, rp):
     assert provider.generation == 0
     assert [(r.resource_class, r.total, r.reserved) for r in records] == [
         ("VCPU", 4, 0), ("DISK_GB", 9, 1)]
-    with pytest.raises(inventories.ResourceClassNotFound), database.db.write() as conn:
+    with pytest.raises(UnknownResourceClass), database.db.write() as conn:
         inventories.replace_inventories(conn, provider, {"NOPE": {"total": 1}})
 
 

@@ -14,7 +14,9 @@ import pytest
 import sqlalchemy as sa
 
 from allotment.db import tables as t
+from allotment.http.errors import refusal
 from allotment.ledger import resource_classes, retry
+from allotment.ledger.errors import ResourceClassExists
 from tests.threads import race
 
 
@@ -78,7 +80,7 @@ def test_a_domain_error_raised_over_a_duplicate_key_is_not_retried(database):
     # The ledger turns some duplicates into answers (409 "already exists");
     # those must reach the client as they are, not be retried.
     calls = []
-    with pytest.raises(resource_classes.ClassExists):
+    with pytest.raises(ResourceClassExists):
         for attempt in retry.attempts(database.db):
             with attempt:
                 calls.append(1)
@@ -86,7 +88,7 @@ def test_a_domain_error_raised_over_a_duplicate_key_is_not_retried(database):
                     raise sa.exc.IntegrityError(
                         "INSERT ...", {}, pymysql.err.IntegrityError(1062, "Duplicate entry"))
                 except sa.exc.IntegrityError:
-                    raise resource_classes.ClassExists("taken") from None
+                    raise ResourceClassExists("taken") from None
     assert len(calls) == 1
 
 
@@ -98,8 +100,8 @@ def test_losing_every_attempt_raises_concurrent_update(database):
                 calls.append(1)
                 raise _deadlock()
     assert len(calls) == 3
-    assert caught.value.status == 409
-    assert caught.value.code == "placement.concurrent_update"
+    assert refusal(caught.value).status == 409
+    assert refusal(caught.value).code == "placement.concurrent_update"
 
 
 def _deadlock_first_calls(monkeypatch, count: int) -> list[int]:

@@ -40,22 +40,21 @@ from typing import NamedTuple
 
 import sqlalchemy as sa
 
-from allotment.candidates import query, search
-from allotment.candidates import summaries as trees
-from allotment.candidates.query import (
-    MEMBER,
-    ROOT_BAD,
-    ROOT_MEMBER,
-    ROOT_OK,
-    SHARING,
-    GroupIds,
-    MatchRow,
-)
+from allotment.candidates import query, search, summaries
+from allotment.candidates.query import GroupIds, MatchFlag, MatchRow
 from allotment.candidates.request import CandidateRequest, Settings
 from allotment.candidates.search import Candidate, Rules, Slot
 from allotment.candidates.summaries import ProviderSummary
 
 LOG = logging.getLogger(__name__)
+
+# Match-row flag bits as plain ints: ``int & IntFlag`` builds an enum per
+# test, which the per-provider loops below would pay thousands of times.
+SHARING = MatchFlag.SHARING.value
+ROOT_OK = MatchFlag.ROOT_OK.value
+MEMBER = MatchFlag.MEMBER.value
+ROOT_MEMBER = MatchFlag.ROOT_MEMBER.value
+ROOT_BAD = MatchFlag.ROOT_BAD.value
 
 
 @dataclass
@@ -90,9 +89,9 @@ def find(conn: sa.Connection, request: CandidateRequest, settings: Settings,
                         forbidden=tuple(sorted(names.traits[n] for n in request.root_forbidden)))
     rng = (rng or random.Random()) if settings.randomize else None
     layout = names.layout
-    summaries = None
+    summary_of = None
     if len(groups) == 1 and not layout.spread_possible:
-        candidates, summaries = _single(conn, groups[0], request, settings, rng, roots)
+        candidates, summary_of = _single(conn, groups[0], request, settings, rng, roots)
     else:
         candidates = _spread(conn, groups, request, settings, rng, names, roots)
     LOG.debug("candidates: %d returned", len(candidates))
@@ -101,23 +100,23 @@ def find(conn: sa.Connection, request: CandidateRequest, settings: Settings,
     in_use = {rp for candidate in candidates for rp in candidate.allocations}
     # Before 1.29 only the providers that give resources are summarised.
     only_in_use = not request.nested_aware and layout.has_trees
-    if summaries is None:
+    if summary_of is None:
         if only_in_use:
-            summaries = trees.summaries(conn, providers=in_use)
+            summary_of = summaries.summaries(conn, providers=in_use)
         else:
             roots_in_use = {root for candidate in candidates for root in candidate.roots}
-            summaries = trees.summaries(conn, roots=roots_in_use)
+            summary_of = summaries.summaries(conn, roots=roots_in_use)
     elif only_in_use:
-        summaries = {rp: summary for rp, summary in summaries.items() if rp in in_use}
-    summaries = {rp: summaries[rp] for rp in sorted(summaries)}
-    LOG.debug("candidates: %d provider summaries", len(summaries))
-    uuids = {rp: summary.uuid for rp, summary in summaries.items()}
+        summary_of = {rp: summary for rp, summary in summary_of.items() if rp in in_use}
+    summary_of = {rp: summary_of[rp] for rp in sorted(summary_of)}
+    LOG.debug("candidates: %d provider summaries", len(summary_of))
+    uuids = {rp: summary.uuid for rp, summary in summary_of.items()}
     named = in_use.union({rp for candidate in candidates
                           for rps in candidate.mappings.values() for rp in rps})
     if not named <= uuids.keys():
         # A resourceless group's provider outside the summarised trees.
-        uuids.update(trees.provider_uuids(conn, named - uuids.keys()))
-    return Result(candidates=candidates, summaries=summaries, class_names=class_names,
+        uuids.update(summaries.provider_uuids(conn, named - uuids.keys()))
+    return Result(candidates=candidates, summaries=summary_of, class_names=class_names,
                   uuids=uuids)
 
 
@@ -134,10 +133,10 @@ def _single(conn: sa.Connection, group: GroupIds, request: CandidateRequest,
 
     if rng is None:
         # The trees come back with the matches (and their traits next).
-        summaries = trees.single_trees(conn, group, roots, min(limits) if limits else None)
-        found = [rp for rp, summary in summaries.items() if summary.root_id == rp]
-        LOG.debug("single-provider search: %d providers serve the whole request", len(found))
-        return [candidate(rp, rp) for rp in sorted(found)], summaries
+        trees = summaries.single_trees(conn, group, roots, min(limits) if limits else None)
+        matched = sorted(rp for rp, summary in trees.items() if summary.root_id == rp)
+        LOG.debug("single-provider search: %d providers serve the whole request", len(matched))
+        return [candidate(rp, rp) for rp in matched], trees
     if cap is not None:
         # Upstream draws the random sample from the first ``cap`` candidates.
         found = query.single_providers(conn, group, roots, cap, random_order=False)

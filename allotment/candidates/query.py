@@ -27,15 +27,15 @@ and return plain values.
 
 from __future__ import annotations
 
+import enum
 import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import os_traits
 import sqlalchemy as sa
 
-from allotment import errors
 from allotment.candidates.request import CandidateRequest, RequestGroup
 from allotment.candidates.sql import (
     CACHE,
@@ -50,20 +50,39 @@ from allotment.candidates.sql import (
     ids,
     in_aggregate,
     integer,
-    room_for,
-    used,
 )
 from allotment.db import tables as t
+from allotment.ledger import capacity
 from allotment.ledger.common import STANDARD_CLASS_IDS
+from allotment.ledger.errors import UnknownResourceClass, UnknownTraits
 
 SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
 
-# Bits of the ``flags`` column of match rows.
-SHARING = 1       # the provider has MISC_SHARES_VIA_AGGREGATE
-ROOT_OK = 2       # its root passes root_required
-MEMBER = 4        # it is itself in the unsuffixed group's member_of aggregates
-ROOT_MEMBER = 8   # its root is
-ROOT_BAD = 16     # its root is in a forbidden aggregate of the unsuffixed group
+
+class MatchFlag(enum.IntFlag):
+    """Bits of the ``flags`` column of match rows (facts about the provider)."""
+
+    SHARING = 1       # the provider has MISC_SHARES_VIA_AGGREGATE
+    ROOT_OK = 2       # its root passes root_required
+    MEMBER = 4        # it is itself in the unsuffixed group's member_of aggregates
+    ROOT_MEMBER = 8   # its root is
+    ROOT_BAD = 16     # its root is in a forbidden aggregate of the unsuffixed group
+
+
+class LayoutFlag(enum.IntFlag):
+    """Bits of the layout row of ``resolve``."""
+
+    TREES = 1          # some provider has a parent
+    NESTED_HOLDS = 2   # a nested provider has inventory of a requested class
+    SHARING_HOLDS = 4  # a sharing provider has inventory of a requested class
+
+
+class AnchorFlag(enum.IntFlag):
+    """Bits of the ``flags`` column of sharing anchor rows (facts about the root)."""
+
+    ROOT_OK = 1   # the anchor root passes root_required
+    BAD = 2       # it is in a forbidden aggregate of the unsuffixed group
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -85,9 +104,6 @@ class Names:
     layout: Layout = Layout(has_trees=False, spread_possible=False)
 
 
-_TREES, _NESTED_HOLDS, _SHARING_HOLDS = 1, 2, 4
-
-
 def _layout_flags():
     """Are there trees; do nested or sharing providers hold a requested class?
 
@@ -99,12 +115,13 @@ def _layout_flags():
         sa.select(rc.c.id).where(rc.c.name.in_(ids("all_classes"))))
     sharing_trait = sa.select(tr.c.id).where(tr.c.name == SHARING_TRAIT).scalar_subquery()
     return bits(
-        (exists(rp.c.parent_provider_id.is_not(None)), _TREES),
+        (exists(rp.c.parent_provider_id.is_not(None)), LayoutFlag.TREES),
         (exists(nested.c.parent_provider_id.is_not(None),
-                exists(inv.c.resource_provider_id == nested.c.id, classes)), _NESTED_HOLDS),
+                exists(inv.c.resource_provider_id == nested.c.id, classes)),
+         LayoutFlag.NESTED_HOLDS),
         (exists(RPT.c.trait_id == sharing_trait,
                 exists(inv.c.resource_provider_id == RPT.c.resource_provider_id, classes)),
-         _SHARING_HOLDS),
+         LayoutFlag.SHARING_HOLDS),
     )
 
 
@@ -149,28 +166,30 @@ def resolve(conn: sa.Connection, request: CandidateRequest) -> Names:
     for kind, name, ident in conn.execute(statement, params):
         targets[kind][name] = ident
     flags = targets["l"]["layout"]
-    names.layout = Layout(has_trees=bool(flags & _TREES),
-                          spread_possible=bool(flags & (_NESTED_HOLDS | _SHARING_HOLDS)))
+    names.layout = Layout(
+        has_trees=bool(flags & LayoutFlag.TREES),
+        spread_possible=bool(flags & (LayoutFlag.NESTED_HOLDS | LayoutFlag.SHARING_HOLDS)))
     names.sharing_trait = names.traits.get(SHARING_TRAIT)
     _refuse_unknown(request, names)
     return names
 
 
 def _refuse_unknown(request: CandidateRequest, names: Names) -> None:
-    # The order upstream finds them in: root_required, then group by group
-    # its classes and its traits.
+    """``UnknownTraits`` / ``UnknownResourceClass`` for the first unknown name.
+
+    The order upstream finds them in: root_required, then group by group
+    its classes and its traits.
+    """
     for trait in sorted(request.root_required) + sorted(request.root_forbidden):
         if trait not in names.traits:
-            raise errors.BadRequest(f"No such trait(s): {trait}.")
+            raise UnknownTraits([trait])
     for group in request.groups:
         for rc in group.resources:
             if rc not in names.classes:
-                raise errors.BadRequest(
-                    "Invalid resource class in resources parameter: "
-                    f"No such resource class {rc}.")
+                raise UnknownResourceClass(rc)
         for trait in [n for s in group.required for n in sorted(s)] + sorted(group.forbidden):
             if trait not in names.traits:
-                raise errors.BadRequest(f"No such trait(s): {trait}.")
+                raise UnknownTraits([trait])
 
 
 @dataclass(frozen=True)
@@ -210,6 +229,21 @@ def group_ids(group: RequestGroup, names: Names) -> GroupIds:
     )
 
 
+# Request-wide bound parameters, named once for builders and values alike.
+ROOT_FORBIDDEN = "root_forb"
+SHARING_TRAIT_ID = "sharing"
+LIMIT = "limit"
+
+
+def root_required_param(i: int) -> str:
+    return f"root_req{i}"
+
+
+def trait_bit_param(i: int) -> str:
+    """Bit ``i`` of a match row's ``traits``: has the unsuffixed group's trait ``i``."""
+    return f"bit{i}"
+
+
 @dataclass(frozen=True)
 class Roots:
     """root_required as ids (request-wide)."""
@@ -224,17 +258,17 @@ class Roots:
         return (len(self.required), bool(self.forbidden))
 
     def params(self) -> dict:
-        values = {f"root_req{i}": trait for i, trait in enumerate(self.required)}
-        values["root_forb"] = list(self.forbidden)
+        values = {root_required_param(i): trait for i, trait in enumerate(self.required)}
+        values[ROOT_FORBIDDEN] = list(self.forbidden)
         return values
 
 
 def _root_ok(root_col, shape: tuple[int, bool]):
     """root_required on a root provider id column (None when unused)."""
     count, forbidden = shape
-    conditions = [has_trait_id(root_col, f"root_req{i}") for i in range(count)]
+    conditions = [has_trait_id(root_col, root_required_param(i)) for i in range(count)]
     if forbidden:
-        conditions.append(~has_trait(root_col, "root_forb"))
+        conditions.append(~has_trait(root_col, ROOT_FORBIDDEN))
     return sa.and_(*conditions) if conditions else None
 
 
@@ -258,36 +292,76 @@ def group_shape(group: GroupIds) -> GroupShape:
                       tree_root=group.tree_root is not None)
 
 
-def group_params(group: GroupIds, prefix: str) -> dict:
-    values: dict = {f"{prefix}forb": list(group.forbidden),
-                    f"{prefix}faggs": list(group.forbidden_aggs),
-                    f"{prefix}tree": group.tree_root}
-    for i, (class_id, amount) in enumerate(group.resources):
-        values[f"{prefix}rc{i}"] = class_id
-        values[f"{prefix}amount{i}"] = amount
-    for i, traits in enumerate(group.required):
-        values[f"{prefix}req{i}"] = list(traits)
-    for i, aggs in enumerate(group.member_of):
-        values[f"{prefix}mem{i}"] = list(aggs)
-    return values
+@dataclass(frozen=True)
+class GroupBinds:
+    """The names of one group's bound parameters.
+
+    The statement builders (``_provider_filters``, ``single_statement``,
+    ``_match_statement``) take their parameter names from here, and
+    ``values`` fills the same names, so the two cannot drift apart.
+    """
+
+    prefix: str
+
+    def resource_class(self, i: int) -> str:
+        return f"{self.prefix}rc{i}"
+
+    def amount(self, i: int) -> str:
+        return f"{self.prefix}amount{i}"
+
+    def required(self, i: int) -> str:
+        return f"{self.prefix}req{i}"
+
+    def member_of(self, i: int) -> str:
+        return f"{self.prefix}mem{i}"
+
+    @property
+    def forbidden(self) -> str:
+        return f"{self.prefix}forb"
+
+    @property
+    def forbidden_aggs(self) -> str:
+        return f"{self.prefix}faggs"
+
+    @property
+    def tree_root(self) -> str:
+        return f"{self.prefix}tree"
+
+    def values(self, group: GroupIds) -> dict[str, Any]:
+        """Every parameter of ``group``'s statement parts, by name."""
+        values: dict[str, Any] = {self.forbidden: list(group.forbidden),
+                                  self.forbidden_aggs: list(group.forbidden_aggs),
+                                  self.tree_root: group.tree_root}
+        for i, (class_id, amount) in enumerate(group.resources):
+            values[self.resource_class(i)] = class_id
+            values[self.amount(i)] = amount
+        for i, traits in enumerate(group.required):
+            values[self.required(i)] = list(traits)
+        for i, aggs in enumerate(group.member_of):
+            values[self.member_of(i)] = list(aggs)
+        return values
 
 
-def _provider_filters(shape: GroupShape, prefix: str, provider_col) -> list:
+# The one group of the single-provider path.
+SINGLE = GroupBinds("g_")
+
+
+def _provider_filters(shape: GroupShape, binds: GroupBinds, provider_col) -> list:
     """The group's trait and aggregate filters on one provider."""
-    conditions = [has_trait(provider_col, f"{prefix}req{i}") for i in range(shape.required)]
+    conditions = [has_trait(provider_col, binds.required(i)) for i in range(shape.required)]
     if shape.forbidden:
-        conditions.append(~has_trait(provider_col, f"{prefix}forb"))
-    conditions += [in_aggregate(provider_col, f"{prefix}mem{i}")
+        conditions.append(~has_trait(provider_col, binds.forbidden))
+    conditions += [in_aggregate(provider_col, binds.member_of(i))
                    for i in range(shape.member_of)]
     if shape.forbidden_aggs:
-        conditions.append(~in_aggregate(provider_col, f"{prefix}faggs"))
+        conditions.append(~in_aggregate(provider_col, binds.forbidden_aggs))
     return conditions
 
 
-def _member(shape: GroupShape, prefix: str, col):
+def _member(shape: GroupShape, binds: GroupBinds, col):
     if not shape.member_of:
         return None
-    return sa.and_(*[in_aggregate(col, f"{prefix}mem{i}") for i in range(shape.member_of)])
+    return sa.and_(*[in_aggregate(col, binds.member_of(i)) for i in range(shape.member_of)])
 
 
 # --- single providers ----------------------------------------------------------
@@ -298,16 +372,16 @@ def single_statement(shape: GroupShape, roots: tuple[int, bool], order: str, lim
     # for traits and aggregates come before the capacity checks.
     conditions = []
     if shape.tree_root:
-        conditions.append(RP.c.root_provider_id == integer("g_tree"))
-    conditions += _provider_filters(shape, "g_", RP.c.id)
+        conditions.append(RP.c.root_provider_id == integer(SINGLE.tree_root))
+    conditions += _provider_filters(shape, SINGLE, RP.c.id)
     root_ok = _root_ok(RP.c.root_provider_id, roots)
     if root_ok is not None:
         conditions.append(root_ok)
     for i in range(shape.classes):
         inv = _inventory_alias(i)
         conditions.append(exists(inv.c.resource_provider_id == RP.c.id,
-                                 inv.c.resource_class_id == integer(f"g_rc{i}"),
-                                 *room_for(inv, integer(f"g_amount{i}"))))
+                                 inv.c.resource_class_id == integer(SINGLE.resource_class(i)),
+                                 *capacity.room_for(inv, integer(SINGLE.amount(i)))))
     statement = sa.select(RP.c.id, RP.c.root_provider_id).where(*conditions)
     if order == "random":
         statement = statement.order_by(sa.func.random())
@@ -316,7 +390,7 @@ def single_statement(shape: GroupShape, roots: tuple[int, bool], order: str, lim
     else:
         statement = statement.order_by(RP.c.id)
     if limit:
-        statement = statement.limit(integer("limit"))
+        statement = statement.limit(integer(LIMIT))
     return statement
 
 
@@ -337,7 +411,7 @@ def single_providers(conn: sa.Connection, group: GroupIds, roots: Roots, limit: 
     if random_order:
         order = "rand" if conn.dialect.name == "mysql" else "random"
     statement = single_statement(group_shape(group), roots.shape(), order, limit is not None)
-    params = {**group_params(group, "g_"), **roots.params(), "limit": limit}
+    params = {**SINGLE.values(group), **roots.params(), LIMIT: limit}
     return [(row[0], row[1]) for row in conn.execute(statement, params)]
 
 
@@ -354,40 +428,41 @@ class MatchRow(NamedTuple):
     flags: int
 
 
-def _flag_bits(shape: GroupShape, prefix: str, sharing: bool, roots: tuple[int, bool]):
+def _flag_bits(shape: GroupShape, binds: GroupBinds, sharing: bool, roots: tuple[int, bool]):
     unsuffixed = not shape.granular
     return bits(
-        (has_trait_id(RP.c.id, "sharing") if sharing else None, SHARING),
-        (_root_ok(RP.c.root_provider_id, roots), ROOT_OK),
-        (_member(shape, prefix, RP.c.id) if unsuffixed else None, MEMBER),
-        (_member(shape, prefix, RP.c.root_provider_id) if unsuffixed else None, ROOT_MEMBER),
-        (in_aggregate(RP.c.root_provider_id, f"{prefix}faggs")
-         if unsuffixed and shape.forbidden_aggs else None, ROOT_BAD),
+        (has_trait_id(RP.c.id, SHARING_TRAIT_ID) if sharing else None, MatchFlag.SHARING),
+        (_root_ok(RP.c.root_provider_id, roots), MatchFlag.ROOT_OK),
+        (_member(shape, binds, RP.c.id) if unsuffixed else None, MatchFlag.MEMBER),
+        (_member(shape, binds, RP.c.root_provider_id) if unsuffixed else None,
+         MatchFlag.ROOT_MEMBER),
+        (in_aggregate(RP.c.root_provider_id, binds.forbidden_aggs)
+         if unsuffixed and shape.forbidden_aggs else None, MatchFlag.ROOT_BAD),
     )
 
 
-def _escape(shape: GroupShape, prefix: str, sharing: bool):
+def _escape(shape: GroupShape, binds: GroupBinds, sharing: bool):
     """A sharing provider may serve other trees: its own root does not decide.
 
     Not so for the unsuffixed group with in_tree (sharing is then ignored).
     """
     if not sharing or (not shape.granular and shape.tree_root):
         return None
-    escape = has_trait_id(RP.c.id, "sharing")
+    escape = has_trait_id(RP.c.id, SHARING_TRAIT_ID)
     if not shape.granular and shape.member_of:
-        escape = sa.and_(escape, _member(shape, prefix, RP.c.id))
+        escape = sa.and_(escape, _member(shape, binds, RP.c.id))
     return escape
 
 
-def _root_gate(shape: GroupShape, prefix: str, sharing: bool, roots: tuple[int, bool]):
+def _root_gate(shape: GroupShape, binds: GroupBinds, sharing: bool, roots: tuple[int, bool]):
     root_ok = _root_ok(RP.c.root_provider_id, roots)
     if root_ok is None:
         return None
-    escape = _escape(shape, prefix, sharing)
+    escape = _escape(shape, binds, sharing)
     return root_ok if escape is None else sa.or_(root_ok, escape)
 
 
-def _unsuffixed_filters(shape: GroupShape, prefix: str, sharing: bool) -> list:
+def _unsuffixed_filters(shape: GroupShape, binds: GroupBinds, sharing: bool) -> list:
     """Prefilters of the unsuffixed group; Python finishes the job.
 
     Its required traits are judged on the chosen providers together, so only
@@ -395,18 +470,18 @@ def _unsuffixed_filters(shape: GroupShape, prefix: str, sharing: bool) -> list:
     """
     conditions = []
     if shape.forbidden:
-        conditions.append(~has_trait(RP.c.id, f"{prefix}forb"))
+        conditions.append(~has_trait(RP.c.id, binds.forbidden))
     if shape.forbidden_aggs:
-        conditions.append(~in_aggregate(RP.c.id, f"{prefix}faggs"))
+        conditions.append(~in_aggregate(RP.c.id, binds.forbidden_aggs))
     local = []
     if shape.member_of:
         # An aggregate on the root spans the whole tree.
-        local.append(sa.or_(_member(shape, prefix, RP.c.id),
-                            _member(shape, prefix, RP.c.root_provider_id)))
+        local.append(sa.or_(_member(shape, binds, RP.c.id),
+                            _member(shape, binds, RP.c.root_provider_id)))
     if shape.forbidden_aggs:
-        local.append(~in_aggregate(RP.c.root_provider_id, f"{prefix}faggs"))
+        local.append(~in_aggregate(RP.c.root_provider_id, binds.forbidden_aggs))
     if local:
-        escape = _escape(shape, prefix, sharing)
+        escape = _escape(shape, binds, sharing)
         conditions.append(sa.and_(*local) if escape is None
                           else sa.or_(sa.and_(*local), escape))
     return conditions
@@ -436,11 +511,11 @@ def _match_statement(shapes: tuple[GroupShape, ...], sharing: bool, roots: tuple
     part = 0
     null = sa.cast(sa.null(), sa.Integer)
     for index, shape in enumerate(shapes):
-        prefix = f"g{index}_"
-        gate = _root_gate(shape, prefix, sharing, roots)
-        flags = _flag_bits(shape, prefix, sharing, roots).label("flags")
+        binds = GroupBinds(f"g{index}_")
+        gate = _root_gate(shape, binds, sharing, roots)
+        flags = _flag_bits(shape, binds, sharing, roots).label("flags")
         if not shape.classes:
-            conditions = _provider_filters(shape, prefix, RP.c.id) + [gate]
+            conditions = _provider_filters(shape, binds, RP.c.id) + [gate]
             if canonical[part] != part:
                 part += 1
                 continue
@@ -454,25 +529,26 @@ def _match_statement(shapes: tuple[GroupShape, ...], sharing: bool, roots: tuple
             part += 1
             continue
         if shape.granular:
-            filters = _provider_filters(shape, prefix, RP.c.id)
+            filters = _provider_filters(shape, binds, RP.c.id)
             traits = sa.literal_column("0")
         else:
-            filters = _unsuffixed_filters(shape, prefix, sharing)
-            traits = bits(*[(has_trait_id(RP.c.id, f"bit{i}"), 1 << i)
+            filters = _unsuffixed_filters(shape, binds, sharing)
+            traits = bits(*[(has_trait_id(RP.c.id, trait_bit_param(i)), 1 << i)
                              for i in range(trait_bits)])
         for i in range(shape.classes):
             if canonical[part] != part:
                 part += 1
                 continue
-            conditions = [INV.c.resource_class_id == integer(f"{prefix}rc{i}"),
-                          *room_for(INV, integer(f"{prefix}amount{i}")), *filters, gate]
+            conditions = [INV.c.resource_class_id == integer(binds.resource_class(i)),
+                          *capacity.room_for(INV, integer(binds.amount(i))), *filters, gate]
             if shape.tree_root:
-                conditions.append(RP.c.root_provider_id == integer(f"{prefix}tree"))
+                conditions.append(RP.c.root_provider_id == integer(binds.tree_root))
             selects.append(sa.select(
                 sa.literal_column(str(part)).label("part"), RP.c.id.label("provider"),
                 RP.c.root_provider_id.label("root"), INV.c.resource_class_id.label("class_id"),
                 INV.c.total, INV.c.reserved, INV.c.allocation_ratio.label("ratio"),
-                INV.c.max_unit, used(INV).label("used"), traits.label("traits"), flags,
+                INV.c.max_unit, capacity.usage(INV).label("used"), traits.label("traits"),
+                flags,
             ).select_from(INV.join(RP, RP.c.id == INV.c.resource_provider_id))
                 .where(*[c for c in conditions if c is not None]))
             part += 1
@@ -492,16 +568,16 @@ def match(conn: sa.Connection, groups: list[GroupIds], sharing_trait: int | None
     statement = _match_statement(tuple(group_shape(g) for g in groups),
                                  sharing_trait is not None, roots.shape(),
                                  len(unsuffixed_traits), tuple(canonical_parts(groups)))
-    params = {"sharing": sharing_trait, **roots.params()}
+    params = {SHARING_TRAIT_ID: sharing_trait, **roots.params()}
     for index, group in enumerate(groups):
-        params.update(group_params(group, f"g{index}_"))
-    params.update({f"bit{i}": trait for i, trait in enumerate(unsuffixed_traits)})
+        params.update(GroupBinds(f"g{index}_").values(group))
+    params.update({trait_bit_param(i): trait for i, trait in enumerate(unsuffixed_traits)})
     rows = []
     for (part, provider, root, class_id, total, reserved, ratio, max_unit, in_use, traits,
          flags) in conn.execute(statement, params).fetchall():
         room = 0
         if class_id is not None:
-            room = min(int((total - reserved) * ratio) - int(in_use), max_unit)
+            room = min(capacity.capacity(total, reserved, ratio) - int(in_use), max_unit)
         rows.append(MatchRow(int(part), provider, root, class_id, room, int(traits),
                              int(flags)))
     return rows
@@ -526,7 +602,7 @@ def _anchors_statement(roots: tuple[int, bool], forbidden_aggs: bool):
     bad = in_aggregate(root_col, "faggs") if forbidden_aggs else None
     return sa.select(
         shared.c.resource_provider_id, root_col,
-        bits((_root_ok(root_col, roots), 1), (bad, 2)).label("flags"),
+        bits((_root_ok(root_col, roots), AnchorFlag.ROOT_OK), (bad, AnchorFlag.BAD)).label("flags"),
     ).select_from(
         shared.join(peer, peer.c.aggregate_id == shared.c.aggregate_id)
         .join(member, member.c.id == peer.c.resource_provider_id)
@@ -542,7 +618,8 @@ def sharing_anchors(conn: sa.Connection, providers: Iterable[int], roots: Roots,
         params = {"providers": chunk, "faggs": list(forbidden_aggs), **roots.params()}
         for provider, root, flags in conn.execute(statement, params):
             found.setdefault(provider, []).append(
-                Anchor(root=root, root_ok=not roots or bool(flags & 1), bad=bool(flags & 2)))
+                Anchor(root=root, root_ok=not roots or bool(flags & AnchorFlag.ROOT_OK),
+                       bad=bool(flags & AnchorFlag.BAD)))
     for anchors in found.values():
         anchors.sort(key=lambda anchor: anchor.root)
     return found

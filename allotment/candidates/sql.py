@@ -18,10 +18,10 @@ IN_CHUNK = 5000
 CACHE = 512
 
 # Aliases shared by every statement (building them is not free). The outer
-# queries read RP and INV; EXISTS and usage subqueries read the others.
+# queries read RP and INV; EXISTS subqueries read the others (usage comes
+# from ``ledger.capacity``).
 RP = t.resource_providers.alias("rp")
 INV = t.inventories.alias("inv")
-USED_BY = t.allocations.alias("used_by")
 RPT = t.resource_provider_traits.alias("has_trait")
 RPA = t.resource_provider_aggregates.alias("in_agg")
 
@@ -57,34 +57,21 @@ def in_aggregate(provider_col, param):
                   RPA.c.aggregate_id.in_(ids(param)))
 
 
-def bits(*pairs) -> sa.ColumnElement:
-    """Sum of ``bit`` for every (condition, bit) that holds, as an integer."""
-    terms = [sa.case((condition, bit), else_=0) for condition, bit in pairs
-             if condition is not None]
+def bits(*pairs: tuple[sa.ColumnElement[bool] | None, int]) -> sa.ColumnElement[int]:
+    """Sum of ``bit`` for every (condition, bit) that holds, as an integer.
+
+    Bits are rendered as integer literals (an ``IntFlag`` member would be
+    bound with an inferred type, a float on some backends).
+    """
+    terms: list[sa.ColumnElement[int]] = [
+        sa.case((condition, sa.literal_column(str(int(bit)))), else_=sa.literal_column("0"))
+        for condition, bit in pairs if condition is not None]
     if not terms:
         return sa.literal_column("0")
     total = terms[0]
     for term in terms[1:]:
         total = total + term
     return total
-
-
-def used(inv):
-    """Current usage of an inventory row (correlated, via the covering index)."""
-    return (sa.select(sa.func.coalesce(sa.func.sum(USED_BY.c.used), 0))
-            .where(USED_BY.c.resource_provider_id == inv.c.resource_provider_id,
-                   USED_BY.c.resource_class_id == inv.c.resource_class_id)
-            .scalar_subquery())
-
-
-def room_for(inv, amount) -> list:
-    """The inventory row can take ``amount`` more (upstream's capacity rules)."""
-    return [
-        used(inv) + amount <= (inv.c.total - inv.c.reserved) * inv.c.allocation_ratio,
-        inv.c.min_unit <= amount,
-        inv.c.max_unit >= amount,
-        amount % inv.c.step_size == 0,
-    ]
 
 
 def chunks(values: list[int]) -> Iterator[list[int]]:

@@ -14,16 +14,17 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 
 from allotment.candidates.query import (
+    LIMIT,
+    SINGLE,
     GroupIds,
     GroupShape,
     Roots,
-    group_params,
     group_shape,
     single_statement,
 )
-from allotment.candidates.sql import CACHE, RP, chunks, ids, used
+from allotment.candidates.sql import CACHE, RP, chunks, ids
 from allotment.db import tables as t
-from allotment.ledger import common
+from allotment.ledger import capacity, common
 
 
 @dataclass(slots=True)
@@ -62,7 +63,7 @@ def _summary_rows(selector):
         sa.select(sa.func.aggregate_strings(
             _text(inv.c.resource_class_id) + " " + _text(inv.c.total) + " "
             + _text(inv.c.reserved) + " " + _text(inv.c.allocation_ratio) + " "
-            + _text(used(inv)), ","))
+            + _text(capacity.usage(inv)), ","))
         .where(inv.c.resource_provider_id == RP.c.id)
         .scalar_subquery())
     traits = (
@@ -111,7 +112,8 @@ def _parse_inventories(text: str) -> list[tuple[int, int, int]]:
     items = []
     for item in text.split(","):
         rc, total, reserved, ratio, in_use = item.split(" ")
-        items.append((int(rc), int((int(total) - int(reserved)) * float(ratio)), int(in_use)))
+        items.append((int(rc), capacity.capacity(int(total), int(reserved), float(ratio)),
+                      int(in_use)))
     items.sort()
     return items
 
@@ -152,7 +154,7 @@ def single_trees(conn: sa.Connection, group: GroupIds, roots: Roots, limit: int 
     rows come back in the same statement.
     """
     statement = _single_trees_statement(group_shape(group), roots.shape(), limit is not None)
-    params = {**group_params(group, "g_"), **roots.params(), "limit": limit}
+    params = {**SINGLE.values(group), **roots.params(), LIMIT: limit}
     found = _collect(conn, conn.execute(statement, params))
     _link(found)
     return found

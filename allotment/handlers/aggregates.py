@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import falcon
 
-from allotment import errors
-from allotment.handlers.base import Resource, require_version
+from allotment.handlers.base import GENERATION_CHANGED, Resource, require_version
 from allotment.http import render
-from allotment.http.request import json_body, require_json, validate
+from allotment.http.errors import explain
+from allotment.http.request import json_body, require_json
 from allotment.ledger import aggregates, providers, retry
+from allotment.ledger.errors import ProviderGenerationConflict
 from allotment.schemas import aggregates as schemas
 
 
@@ -40,21 +41,11 @@ class ProviderAggregates(Resource):
         self.authorize(req, "placement:resource_providers:aggregates:update")
         with_generation = req.context.version.has("aggregates_generation")
         data = json_body(req)
-        for attempt in retry.attempts(self.db):
-            with attempt as conn:
-                # A missing provider is reported before a malformed body.
-                provider = providers.require(conn, uuid)
-                validate(data, schemas.SET_1_19 if with_generation else schemas.SET_1_1)
-                generation = provider.generation
-                if with_generation:
-                    if provider.generation != data["resource_provider_generation"]:
-                        raise errors.ConcurrentUpdate(
-                            "Resource provider's generation already changed. Please update "
-                            "the generation and try again.")
-                    uuids = data["aggregates"]
-                else:
-                    uuids = data
-                aggregates.set_provider_aggregates(conn, provider, uuids)
-                if with_generation:
-                    generation = providers.bump_generation(conn, provider)
+        self.validate_for_provider(uuid, data,
+                                   schemas.SET_1_19 if with_generation else schemas.SET_1_1)
+        uuids = data["aggregates"] if with_generation else data
+        given = data["resource_provider_generation"] if with_generation else None
+        with explain({ProviderGenerationConflict: lambda e: GENERATION_CHANGED}):
+            generation = retry.run_write(self.db, lambda conn: aggregates.replace(
+                conn, uuid, uuids, given))
         _send(req, resp, generation, uuids)

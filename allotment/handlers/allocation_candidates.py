@@ -14,11 +14,13 @@ import falcon
 from allotment import errors
 from allotment.candidates import engine
 from allotment.candidates.request import CandidateRequest, RequestGroup, Settings
-from allotment.filters import AggregateFilter, TraitFilter
 from allotment.handlers.base import Resource, require_version
-from allotment.http import filters, render
+from allotment.http import filter_params, render
+from allotment.http.errors import explain
 from allotment.http.microversion import Version
 from allotment.http.request import Query, query, validate_query
+from allotment.ledger.errors import UnknownResourceClass
+from allotment.ledger.filters import AggregateFilter, TraitFilter
 from allotment.schemas import allocation_candidates as schemas
 from allotment.schemas.common import GROUP_PATTERN, GROUP_PATTERN_1_33
 
@@ -62,13 +64,13 @@ def parse_groups(q: Query, version: Version) -> list[_Group]:
         if group is None:
             group = groups[suffix] = _Group(suffix)
         if prefix == "resources":
-            group.resources = filters.parse_resources(value)
+            group.resources = filter_params.parse_resources(value)
         elif prefix == "required":
-            group.traits = filters.parse_required(q, version, "required" + suffix)
+            group.traits = filter_params.parse_required(q, version, "required" + suffix)
         elif prefix == "member_of":
-            group.aggregates = filters.parse_member_of(q, version, suffix)
+            group.aggregates = filter_params.parse_member_of(q, version, suffix)
         else:
-            group.in_tree = filters.parse_in_tree(value)
+            group.in_tree = filter_params.parse_in_tree(value)
     return list(groups.values())
 
 
@@ -142,7 +144,7 @@ def parse_request(q: Query, version: Version) -> CandidateRequest:
             raise errors.BadRequest(
                 "Query parameter 'root_required' may be specified only once.",
                 code=errors.ILLEGAL_DUPLICATE_QUERYPARAM)
-        required, root_forbidden = filters.parse_trait_value(
+        required, root_forbidden = filter_params.parse_trait_value(
             values[0], allow_forbidden=True, allow_any=False)
         root_required = set().union(*required)
         conflicts = root_required & root_forbidden
@@ -236,6 +238,8 @@ class AllocationCandidates(Resource):
         self.authorize(req, "placement:allocation_candidates:list")
         version = req.context.version
         request = parse_request(query(req), version)
-        with self.db.read() as conn:
+        with explain({UnknownResourceClass: lambda e: "Invalid resource class in resources "
+                                                      f"parameter: {e}"}), \
+                self.db.read() as conn:
             result = engine.find(conn, request, settings_from_conf(self.conf))
         render.json_response(req, resp, render_body(version, request, result))

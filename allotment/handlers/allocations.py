@@ -13,10 +13,12 @@ from oslo_config import cfg
 from allotment import errors
 from allotment.handlers.base import Resource, require_version
 from allotment.http import render
+from allotment.http.errors import explain
 from allotment.http.microversion import Version
 from allotment.http.request import is_uuid_like, json_body, require_json
 from allotment.ledger import allocations, retry
 from allotment.ledger.consumers import UNKNOWN_TYPE
+from allotment.ledger.errors import RetriesExhausted, UnknownResourceClass
 from allotment.ledger.providers import normalize_uuid
 from allotment.schemas import allocations as schemas
 
@@ -80,13 +82,10 @@ class Allocations(Resource):
         data = json_body(req, schemas.post_schema(version))
         claims = [claim_from_body(uuid, entry, version, self.conf)
                   for uuid, entry in data.items()]
-        try:
-            allocations.claim(self.db, claims,
-                              self.conf.placement.allocation_conflict_retry_count)
-        except allocations.UnknownResourceClass as exc:
-            raise errors.BadRequest(f"Unable to allocate inventory {exc.message}") from None
-        except retry.RetriesExhausted as exc:
-            raise errors.ConcurrentUpdate(RACE_PREFIX + exc.message) from None
+        with explain({UnknownResourceClass: lambda e: f"Unable to allocate inventory {e}",
+                      RetriesExhausted: lambda e: RACE_PREFIX + str(e)}):
+            retry.run_write(self.db, lambda conn: allocations.write(conn, claims),
+                            self.conf.placement.allocation_conflict_retry_count)
         render.no_content(resp)
 
 
@@ -108,22 +107,16 @@ class ConsumerAllocations(Resource):
         version = req.context.version
         data = json_body(req, schemas.put_schema(version))
         claim = claim_from_body(consumer_uuid, data, version, self.conf)
-        try:
-            allocations.claim(self.db, [claim],
-                              self.conf.placement.allocation_conflict_retry_count)
-        except allocations.UnknownResourceClass as exc:
-            raise errors.BadRequest(f"Unable to allocate inventory for consumer "
-                                    f"{consumer_uuid}: {exc.message}") from None
-        except retry.RetriesExhausted as exc:
-            raise errors.ConcurrentUpdate(RACE_PREFIX + exc.message) from None
+        with explain({UnknownResourceClass: lambda e: "Unable to allocate inventory for "
+                                                      f"consumer {consumer_uuid}: {e}",
+                      RetriesExhausted: lambda e: RACE_PREFIX + str(e)}):
+            retry.run_write(self.db, lambda conn: allocations.write(conn, [claim]),
+                            self.conf.placement.allocation_conflict_retry_count)
         render.no_content(resp)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response,
                   consumer_uuid: str) -> None:
         self.authorize(req, "placement:allocations:delete")
-        deleted = retry.write_with_retries(
-            self.db, lambda conn: allocations.delete_for_consumer(conn, consumer_uuid),
-            self.conf.placement.allocation_conflict_retry_count)
-        if not deleted:
-            raise errors.NotFound(f"No allocations for consumer '{consumer_uuid}'")
+        retry.run_write(self.db, lambda conn: allocations.delete_for_consumer(
+            conn, consumer_uuid), self.conf.placement.allocation_conflict_retry_count)
         render.no_content(resp)

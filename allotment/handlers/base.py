@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import falcon
 
 from allotment import errors
+from allotment.http.request import validate
+from allotment.ledger import providers
 from allotment.services import Services
+
+# How upstream words a stale provider generation for traits and aggregates.
+GENERATION_CHANGED = ("Resource provider's generation already changed. Please update the "
+                      "generation and try again.")
 
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
@@ -23,8 +32,22 @@ class Resource:
         # Upstream answers OPTIONS (outside CORS preflight) as a wrong method.
         raise falcon.HTTPMethodNotAllowed(self.allowed_methods())
 
-    def authorize(self, req: falcon.Request, rule: str, target: dict | None = None) -> None:
+    def authorize(self, req: falcon.Request, rule: str,
+                  target: dict[str, Any] | None = None) -> None:
         self.services.policy.authorize(req.context.identity, rule, target)
+
+    def validate_for_provider(self, uuid: str, data: Any, schema: Mapping[str, Any]) -> None:
+        """Validate a body sent to one provider's sub-resource.
+
+        Upstream reports a missing provider before a malformed body, so a body
+        that fails validation is refused with the provider's 404 if it is gone.
+        """
+        try:
+            validate(data, schema)
+        except errors.BadRequest:
+            with self.db.read() as conn:
+                providers.require(conn, uuid)
+            raise
 
 
 def require_version(req: falcon.Request, fact: str, status: int = 404) -> None:

@@ -11,8 +11,17 @@ import falcon
 from allotment import errors
 from allotment.handlers.base import Resource, require_version
 from allotment.http import render
-from allotment.http.request import json_body, require_json, validate
+from allotment.http.errors import explain
+from allotment.http.request import json_body, require_json
 from allotment.ledger import inventories, providers, retry
+from allotment.ledger.errors import (
+    InvalidCapacity,
+    InventoryInUse,
+    InventoryNotFound,
+    ProviderGenerationConflict,
+    ResourceClassNotFound,
+    UnknownResourceClass,
+)
 from allotment.schemas import inventories as schemas
 
 
@@ -48,22 +57,6 @@ def _send_one(req: falcon.Request, resp: falcon.Response, generation: int,
                          last_modified=inv.updated_at or inv.created_at)
 
 
-def _check_capacity(req: falcon.Request, provider: providers.Provider,
-                    records: list[inventories.Inventory], verb: str) -> None:
-    try:
-        inventories.check_capacity(provider.uuid, records,
-                                   req.context.version.has("reserved_equals_total"))
-    except inventories.InvalidCapacity as exc:
-        raise errors.BadRequest(
-            f"Unable to {verb} inventory for resource provider {provider.uuid}: "
-            f"{exc.message}") from None
-
-
-def _check_generation(provider: providers.Provider, generation: int) -> None:
-    if provider.generation != generation:
-        raise errors.ConcurrentUpdate("resource provider generation conflict")
-
-
 class ProviderInventories(Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
         self.authorize(req, "placement:resource_providers:inventories:list")
@@ -76,60 +69,41 @@ class ProviderInventories(Resource):
         require_json(req)
         self.authorize(req, "placement:resource_providers:inventories:create")
         data = json_body(req)
-        for attempt in retry.attempts(self.db):
-            with attempt as conn:
-                provider = providers.require(conn, uuid)
-                validate(data, schemas.CREATE)
-                inv = inventories.from_request(data["resource_class"], data)
-                _check_capacity(req, provider, [inv], "create")
-                try:
-                    inventories.add_inventory(conn, provider, inv)
-                except inventories.ResourceClassNotFound as exc:
-                    raise errors.BadRequest(
-                        f"Unable to create inventory for resource provider {provider.uuid}: "
-                        f"{exc.message}") from None
-                generation = providers.bump_generation(conn, provider)
-        resp.set_header("Location", _inventory_url(req, provider.uuid, inv.resource_class))
+        self.validate_for_provider(uuid, data, schemas.CREATE)
+        inv = inventories.from_request(data["resource_class"], data)
+        prefix = f"Unable to create inventory for resource provider {uuid}: "
+        with explain({InvalidCapacity: lambda e: prefix + str(e),
+                      UnknownResourceClass: lambda e: prefix + str(e)}):
+            generation = retry.run_write(self.db, lambda conn: inventories.create(
+                conn, uuid, inv, req.context.version.has("reserved_equals_total")))
+        resp.set_header("Location", _inventory_url(req, uuid, inv.resource_class))
         _send_one(req, resp, generation, inv, status=201)
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
         require_json(req)
         self.authorize(req, "placement:resource_providers:inventories:update")
         data = json_body(req)
-        for attempt in retry.attempts(self.db):
-            with attempt as conn:
-                provider = providers.require(conn, uuid)
-                validate(data, schemas.REPLACE)
-                _check_generation(provider, data["resource_provider_generation"])
-                records = [inventories.from_request(name, fields)
-                           for name, fields in data["inventories"].items()]
-                _check_capacity(req, provider, records, "update")
-                try:
-                    inventories.replace_inventories(conn, provider, data["inventories"])
-                except inventories.ResourceClassNotFound as exc:
-                    raise errors.BadRequest(
-                        "Unknown resource class in inventory for resource provider "
-                        f"{provider.uuid}: {exc.message}") from None
-                except inventories.InventoryInUse as exc:
-                    raise errors.Conflict(f"update conflict: {exc.message}",
-                                          code=errors.INVENTORY_INUSE) from None
-                generation = providers.bump_generation(conn, provider)
+        self.validate_for_provider(uuid, data, schemas.REPLACE)
+        records = [inventories.from_request(name, fields)
+                   for name, fields in data["inventories"].items()]
+        with explain({
+            ProviderGenerationConflict: lambda e: "resource provider generation conflict",
+            InvalidCapacity: lambda e: f"Unable to update inventory for resource provider "
+                                       f"{uuid}: {e}",
+            UnknownResourceClass: lambda e: "Unknown resource class in inventory for "
+                                            f"resource provider {uuid}: {e}",
+            InventoryInUse: lambda e: f"update conflict: {e}",
+        }):
+            generation = retry.run_write(self.db, lambda conn: inventories.replace_all(
+                conn, uuid, data["resource_provider_generation"], records,
+                req.context.version.has("reserved_equals_total")))
         _send_set(req, resp, generation, records, from_db=False)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
         require_version(req, "delete_all_inventories", status=405)
         self.authorize(req, "placement:resource_providers:inventories:delete")
-        for attempt in retry.attempts(self.db):
-            with attempt as conn:
-                provider = providers.require(conn, uuid)
-                inventories.replace_inventories(conn, provider, {})
-                try:
-                    providers.bump_generation(conn, provider)
-                except errors.ConcurrentUpdate:
-                    raise errors.ConcurrentUpdate(
-                        f"Unable to delete inventory for resource provider {provider.uuid} "
-                        "because the inventory was updated by another process. Please retry "
-                        "your request.") from None
+        retry.run_write(self.db, lambda conn: inventories.replace_all(
+            conn, uuid, None, [], reserved_may_equal_total=True))
         render.no_content(resp)
 
 
@@ -150,40 +124,30 @@ class ProviderInventory(Resource):
         require_json(req)
         self.authorize(req, "placement:resource_providers:inventories:update")
         data = json_body(req)
-        for attempt in retry.attempts(self.db):
-            with attempt as conn:
-                provider = providers.require(conn, uuid)
-                validate(data, schemas.INVENTORY)
-                _check_generation(provider, data["resource_provider_generation"])
-                inv = inventories.from_request(resource_class, data)
-                _check_capacity(req, provider, [inv], "update")
-                try:
-                    inventories.update_inventory(conn, provider, inv)
-                except inventories.ResourceClassNotFound as exc:
-                    raise errors.NotFound(exc.message) from None
-                except inventories.InventoryNotFound as exc:
-                    raise errors.BadRequest(
-                        "No inventory record with resource class for resource provider "
-                        f"{provider.uuid}: {exc.message}") from None
-                generation = providers.bump_generation(conn, provider)
+        self.validate_for_provider(uuid, data, schemas.INVENTORY)
+        inv = inventories.from_request(resource_class, data)
+        with explain({
+            ProviderGenerationConflict: lambda e: "resource provider generation conflict",
+            InvalidCapacity: lambda e: f"Unable to update inventory for resource provider "
+                                       f"{uuid}: {e}",
+            InventoryNotFound: lambda e: "No inventory record with resource class for "
+                                         f"resource provider {uuid}: {e}",
+        }, answers={InventoryNotFound: (400, errors.DEFAULT)}):  # upstream's status here
+            generation = retry.run_write(self.db, lambda conn: inventories.update(
+                conn, uuid, data["resource_provider_generation"], inv,
+                req.context.version.has("reserved_equals_total")))
         _send_one(req, resp, generation, inv)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, uuid: str,
                   resource_class: str) -> None:
         self.authorize(req, "placement:resource_providers:inventories:delete")
-        for attempt in retry.attempts(self.db):
-            with attempt as conn:
-                provider = providers.require(conn, uuid)
-                try:
-                    inventories.delete_inventory(conn, provider, resource_class)
-                except (inventories.ResourceClassNotFound, inventories.InventoryNotFound) as exc:
-                    raise errors.NotFound(
-                        f"No inventory of class {resource_class} found for delete: "
-                        f"{exc.message}") from None
-                except inventories.InventoryInUse as exc:
-                    # Upstream reports this case with the concurrent-update code.
-                    raise errors.ConcurrentUpdate(
-                        f"Unable to delete inventory of class {resource_class}: "
-                        f"{exc.message}") from None
-                providers.bump_generation(conn, provider)
+        missing = f"No inventory of class {resource_class} found for delete"
+        with explain({
+            ResourceClassNotFound: lambda e: f"{missing}: {e}",
+            InventoryNotFound: lambda e: f"{missing}: {missing}",
+            InventoryInUse: lambda e: f"Unable to delete inventory of class {resource_class}: "
+                                      f"{e}",
+        }, answers={InventoryInUse: (409, errors.CONCURRENT_UPDATE)}):  # as upstream
+            retry.run_write(self.db, lambda conn: inventories.delete(
+                conn, uuid, resource_class))
         render.no_content(resp)

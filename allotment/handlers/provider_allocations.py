@@ -6,15 +6,17 @@ import falcon
 
 from allotment.handlers.base import Resource
 from allotment.http import render
+from allotment.http.errors import explain
 from allotment.ledger import allocations, providers
+from allotment.ledger.errors import ProviderNotFound
 
 
 class ProviderAllocations(Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
         self.authorize(req, "placement:resource_providers:allocations:list")
-        with self.db.read() as conn:
-            provider = providers.require(conn, uuid,
-                                         context=f"Resource provider '{uuid}' not found")
+        with explain({ProviderNotFound: lambda e: f"Resource provider '{uuid}' not found: {e}"}), \
+                self.db.read() as conn:
+            provider = providers.require(conn, uuid)
             held = allocations.for_provider(conn, provider.id)
         show_generation = req.context.version.has("consumer_generation")
         by_consumer: dict[str, dict] = {}

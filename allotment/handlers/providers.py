@@ -5,9 +5,11 @@ from __future__ import annotations
 import falcon
 
 from allotment.handlers.base import Resource
-from allotment.http import filters, render
+from allotment.http import filter_params, render
+from allotment.http.errors import explain
 from allotment.http.request import json_body, query, require_json, validate_query
 from allotment.ledger import providers, retry
+from allotment.ledger.errors import ProviderNotFound, UnknownResourceClass
 from allotment.schemas import providers as schemas
 
 
@@ -53,14 +55,16 @@ class ProviderCollection(Resource):
         validate_query(q, schemas.list_schema(version))
         filter_ = providers.ProviderQuery(name=q.get("name"), uuid=q.get("uuid"))
         if "member_of" in q and version.has("member_of"):
-            filter_.member_of = filters.parse_member_of(q, version)
+            filter_.member_of = filter_params.parse_member_of(q, version)
         if "resources" in q and version.has("resources_filter"):
-            filter_.resources = filters.parse_resources(q.get("resources"))
+            filter_.resources = filter_params.parse_resources(q.get("resources"))
         if "in_tree" in q and version.has("provider_tree"):
-            filter_.in_tree = filters.parse_in_tree(q.get("in_tree"))
+            filter_.in_tree = filter_params.parse_in_tree(q.get("in_tree"))
         if "required" in q and version.has("providers_required"):
-            filter_.required = filters.parse_required(q, version)
-        with self.db.read() as conn:
+            filter_.required = filter_params.parse_required(q, version)
+        with explain({UnknownResourceClass: lambda e: "Invalid resource class in resources "
+                                                      f"parameter: {e.name}"}), \
+                self.db.read() as conn:
             found = providers.list_providers(conn, filter_)
         body = {"resource_providers": [provider_body(req, p) for p in found]}
         render.json_response(req, resp, body, last_modified=_last_modified(found))
@@ -71,10 +75,8 @@ class ProviderCollection(Resource):
         version = req.context.version
         data = json_body(req, schemas.CREATE_1_14 if version.has("provider_tree")
                          else schemas.CREATE)
-        for attempt in retry.attempts(self.db):
-            with attempt as conn:
-                provider = providers.create(conn, data["name"], data.get("uuid"),
-                                            data.get("parent_provider_uuid"))
+        provider = retry.run_write(self.db, lambda conn: providers.create(
+            conn, data["name"], data.get("uuid"), data.get("parent_provider_uuid")))
         resp.set_header("Location", f"{req.env.get('SCRIPT_NAME', '')}"
                         f"/resource_providers/{provider.uuid}")
         if version.has("create_provider_returns_body"):
@@ -99,20 +101,16 @@ class Provider(Resource):
         version = req.context.version
         data = json_body(req, schemas.UPDATE_1_14 if version.has("provider_tree")
                          else schemas.UPDATE)
-        kwargs = {}
-        if "parent_provider_uuid" in data:
-            kwargs["parent_uuid"] = data["parent_provider_uuid"]
-        for attempt in retry.attempts(self.db):
-            with attempt as conn:
-                provider = providers.update(conn, uuid, data["name"],
-                                            allow_reparenting=version.has("reparent"), **kwargs)
+        provider = retry.run_write(self.db, lambda conn: providers.update(
+            conn, uuid, data["name"], move="parent_provider_uuid" in data,
+            parent_uuid=data.get("parent_provider_uuid"),
+            allow_reparenting=version.has("reparent")))
         render.json_response(req, resp, provider_body(req, provider),
                              last_modified=_last_modified([provider]))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
         self.authorize(req, "placement:resource_providers:delete")
-        for attempt in retry.attempts(self.db):
-            with attempt as conn:
-                providers.delete(conn, uuid)
+        with explain({ProviderNotFound: lambda e: f"{e} for delete"}):
+            retry.run_write(self.db, lambda conn: providers.delete(conn, uuid))
         render.no_content(resp)
 

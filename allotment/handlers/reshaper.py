@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import falcon
 
-from allotment import errors
 from allotment.handlers.allocations import claim_from_body
 from allotment.handlers.base import Resource, require_version
 from allotment.http import render
+from allotment.http.errors import explain
 from allotment.http.request import json_body, require_json
-from allotment.ledger import allocations, inventories, reshaper, retry
+from allotment.ledger import reshaper, retry
+from allotment.ledger.errors import InventoryInUse, RetriesExhausted, UnknownResourceClass
 from allotment.schemas import reshaper as schemas
 
 
@@ -27,14 +28,10 @@ class Reshaper(Resource):
             for rp_uuid, entry in data["inventories"].items()]
         claims = [claim_from_body(uuid, entry, version, self.conf)
                   for uuid, entry in data["allocations"].items()]
-        try:
-            retry.write_with_retries(
-                self.db, lambda conn: reshaper.reshape(conn, new_inventories, claims),
-                self.conf.placement.allocation_conflict_retry_count)
-        except (allocations.UnknownResourceClass, inventories.ResourceClassNotFound) as exc:
-            raise errors.BadRequest(f"malformed reshaper data: {exc.message}") from None
-        except inventories.InventoryInUse as exc:
-            raise errors.Conflict(f"update conflict: {exc.message}", code=exc.code) from None
-        except retry.RetriesExhausted as exc:
-            raise errors.ConcurrentUpdate(f"update conflict: {exc.message}") from None
+        with explain({UnknownResourceClass: lambda e: f"malformed reshaper data: {e}",
+                      InventoryInUse: lambda e: f"update conflict: {e}",
+                      RetriesExhausted: lambda e: f"update conflict: {e}"}):
+            retry.run_write(self.db,
+                            lambda conn: reshaper.reshape(conn, new_inventories, claims),
+                            self.conf.placement.allocation_conflict_retry_count)
         render.no_content(resp)

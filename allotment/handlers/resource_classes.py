@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import falcon
 
-from allotment import errors
 from allotment.handlers.base import Resource, require_version
 from allotment.http import render
+from allotment.http.errors import explain
 from allotment.http.request import json_body, require_json, validate
 from allotment.ledger import resource_classes, retry
+from allotment.ledger.errors import (
+    ResourceClassExists,
+    ResourceClassInUse,
+    StandardResourceClass,
+)
 from allotment.schemas import resource_classes as schemas
 
 
@@ -44,13 +49,9 @@ class ResourceClassCollection(Resource):
         self.authorize(req, "placement:resource_classes:create")
         data = json_body(req, schemas.CLASS)
         name = data["name"]
-        for attempt in retry.attempts(self.db):
-            with attempt as conn:
-                try:
-                    resource_classes.create(conn, name)
-                except resource_classes.ClassExists:
-                    raise errors.Conflict(
-                        f"Conflicting resource class already exists: {name}") from None
+        with explain({ResourceClassExists: lambda e: "Conflicting resource class already "
+                                                     f"exists: {e.name}"}):
+            retry.run_write(self.db, lambda conn: resource_classes.create(conn, name))
         resp.set_header("Location", render.absolute_url(req, f"/resource_classes/{name}"))
         resp.status = 201
         resp.content_type = None
@@ -75,14 +76,9 @@ class ResourceClass(Resource):
         require_json(req)
         self.authorize(req, "placement:resource_classes:update")
         data = json_body(req, schemas.CLASS)
-        for attempt in retry.attempts(self.db):
-            with attempt as conn:
-                rc = resource_classes.require(conn, name)
-                try:
-                    rc = resource_classes.rename(conn, rc, data["name"])
-                except resource_classes.ClassExists:
-                    raise errors.Conflict(
-                        f"Resource class already exists: {data['name']}") from None
+        with explain({ResourceClassExists: lambda e: f"Resource class already exists: {e.name}"}):
+            rc = retry.run_write(self.db, lambda conn: resource_classes.rename(
+                conn, name, data["name"]))
         # Upstream sends no cache headers here.
         render.json_response(req, resp, _class_body(req, rc), cache_headers=False)
 
@@ -90,27 +86,15 @@ class ResourceClass(Resource):
         self.authorize(req, "placement:resource_classes:update")
         # The URL's name must pass the same schema as a POSTed body.
         validate({"name": name}, schemas.CLASS)
-        status = 204
-        for attempt in retry.attempts(self.db):
-            with attempt as conn:
-                if resource_classes.get(conn, name) is None:
-                    try:
-                        resource_classes.create(conn, name)
-                        status = 201
-                    except resource_classes.ClassExists:
-                        pass  # Created meanwhile by somebody else: it exists, as asked.
-        resp.status = status
+        created = retry.run_write(self.db, lambda conn: resource_classes.ensure(conn, name))
+        resp.status = 201 if created else 204
         resp.content_type = None
         resp.set_header("Location", render.absolute_url(req, f"/resource_classes/{name}"))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         require_version(req, "resource_classes")
         self.authorize(req, "placement:resource_classes:delete")
-        for attempt in retry.attempts(self.db):
-            with attempt as conn:
-                rc = resource_classes.require(conn, name)
-                try:
-                    resource_classes.delete(conn, rc)
-                except (resource_classes.StandardClass, resource_classes.ClassInUse) as exc:
-                    raise type(exc)(f"Error in delete resource class: {exc.message}") from None
+        with explain({StandardResourceClass: lambda e: f"Error in delete resource class: {e}",
+                      ResourceClassInUse: lambda e: f"Error in delete resource class: {e}"}):
+            retry.run_write(self.db, lambda conn: resource_classes.delete(conn, name))
         render.no_content(resp)

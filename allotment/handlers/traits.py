@@ -5,17 +5,17 @@ from __future__ import annotations
 import falcon
 
 from allotment import errors
-from allotment.handlers.base import Resource, require_version
+from allotment.handlers.base import GENERATION_CHANGED, Resource, require_version
 from allotment.http import render
+from allotment.http.errors import explain
 from allotment.http.request import json_body, query, require_json, validate, validate_query
 from allotment.ledger import providers, retry, traits
+from allotment.ledger.errors import ProviderGenerationConflict, UnknownTraits
 from allotment.schemas import traits as schemas
 
 _INVALID_TRAIT = (
     'The trait is invalid. A valid trait must be no longer than 255 characters, start '
     'with the prefix "CUSTOM_" and use following characters: "A"-"Z", "0"-"9" and "_"')
-_GENERATION_CHANGED = ("Resource provider's generation already changed. Please update "
-                       "the generation and try again.")
 
 
 def _traits_body(found: list[traits.Trait]) -> dict:
@@ -78,9 +78,7 @@ class Trait(Resource):
             validate(name, schemas.CUSTOM_TRAIT)
         except errors.BadRequest:
             raise errors.BadRequest(_INVALID_TRAIT) from None
-        for attempt in retry.attempts(self.db):
-            with attempt as conn:
-                trait, created = traits.ensure(conn, name)
+        trait, created = retry.run_write(self.db, lambda conn: traits.ensure(conn, name))
         render.no_content(resp)
         resp.status = 201 if created else 204
         resp.set_header("Location", render.absolute_url(req, f"/traits/{name}"))
@@ -90,9 +88,7 @@ class Trait(Resource):
     def on_delete(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         require_version(req, "traits")
         self.authorize(req, "placement:traits:delete")
-        for attempt in retry.attempts(self.db):
-            with attempt as conn:
-                traits.delete(conn, name)
+        retry.run_write(self.db, lambda conn: traits.delete(conn, name))
         render.no_content(resp)
 
 
@@ -115,27 +111,15 @@ class ProviderTraits(Resource):
         require_json(req)
         self.authorize(req, "placement:resource_providers:traits:update")
         data = json_body(req, schemas.SET_PROVIDER_TRAITS)
-        for attempt in retry.attempts(self.db):
-            with attempt as conn:
-                provider = providers.require(conn, uuid)
-                if provider.generation != data["resource_provider_generation"]:
-                    raise errors.ConcurrentUpdate(_GENERATION_CHANGED)
-                names = set(data["traits"])
-                found = traits.list_traits(conn, names=sorted(names)) if names else []
-                missing = names - {trait.name for trait in found}
-                if missing:
-                    raise errors.BadRequest(f"No such trait {', '.join(sorted(missing))}")
-                generation = provider.generation
-                if traits.set_provider_traits(conn, provider, found):
-                    generation = providers.bump_generation(conn, provider)
+        with explain({ProviderGenerationConflict: lambda e: GENERATION_CHANGED,
+                      UnknownTraits: lambda e: f"No such trait {', '.join(e.names)}"}):
+            generation, found = retry.run_write(self.db, lambda conn: (
+                traits.replace_for_provider(conn, uuid, data["resource_provider_generation"],
+                                            data["traits"])))
         self._send(req, resp, generation, found)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
         require_version(req, "traits")
         self.authorize(req, "placement:resource_providers:traits:delete")
-        for attempt in retry.attempts(self.db):
-            with attempt as conn:
-                provider = providers.require(conn, uuid)
-                if traits.set_provider_traits(conn, provider, []):
-                    providers.bump_generation(conn, provider)
+        retry.run_write(self.db, lambda conn: traits.clear_for_provider(conn, uuid))
         render.no_content(resp)

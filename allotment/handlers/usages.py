@@ -6,17 +6,18 @@ import falcon
 
 from allotment.handlers.base import Resource, require_version
 from allotment.http import render
+from allotment.http.errors import explain
 from allotment.http.request import query, validate_query
 from allotment.ledger import providers, usages
+from allotment.ledger.errors import ProviderNotFound
 from allotment.schemas import usages as schemas
 
 
 class ProviderUsages(Resource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
         self.authorize(req, "placement:resource_providers:usages")
-        with self.db.read() as conn:
-            provider = providers.require(
-                conn, uuid, context=f"No resource provider with uuid {uuid} found")
+        with explain({ProviderNotFound: lambda e: f"{e}: {e}"}), self.db.read() as conn:
+            provider = providers.require(conn, uuid)
             used = usages.for_provider(conn, provider.id)
         body = {"resource_provider_generation": provider.generation, "usages": used}
         # Usage is "now": there is no meaningful modification time to show.

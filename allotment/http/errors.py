@@ -1,18 +1,97 @@
-"""The one place where every failure becomes a Placement error response."""
+"""The one place where every failure becomes a Placement error response.
+
+``REFUSALS`` maps each domain exception (``allotment.ledger.errors``) to its
+HTTP status and Placement error code; handlers add upstream's wording
+around a reason with ``explain``. HTTP-layer refusals (``allotment.errors``)
+carry their status themselves.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import logging
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 import falcon
 
 from allotment import errors
 from allotment.http.microversion import MAX, MIN
 from allotment.http.request import accept_ranges
+from allotment.ledger import errors as ledger
 
 LOG = logging.getLogger(__name__)
+
+
+# Domain exception -> (status, Placement error code).
+REFUSALS: dict[type[ledger.LedgerError], tuple[int, str]] = {
+    # Something the request addresses does not exist.
+    ledger.ProviderNotFound: (404, errors.DEFAULT),
+    ledger.ResourceClassNotFound: (404, errors.DEFAULT),
+    ledger.TraitNotFound: (404, errors.DEFAULT),
+    ledger.InventoryNotFound: (404, errors.DEFAULT),
+    ledger.NoAllocations: (404, errors.DEFAULT),
+    # Something the request's data names does not exist.
+    ledger.UnknownResourceClass: (400, errors.DEFAULT),
+    ledger.UnknownTraits: (400, errors.DEFAULT),
+    ledger.UnknownProvider: (400, errors.DEFAULT),
+    ledger.UnknownInventoryProvider: (400, errors.RESOURCE_PROVIDER_NOT_FOUND),
+    # The data breaks a rule.
+    ledger.InvalidCapacity: (400, errors.DEFAULT),
+    ledger.InvalidParent: (400, errors.DEFAULT),
+    ledger.InvalidTreeChange: (400, errors.DEFAULT),
+    ledger.StandardResourceClass: (400, errors.DEFAULT),
+    ledger.StandardTrait: (400, errors.DEFAULT),
+    ledger.InvalidAllocation: (409, errors.DEFAULT),
+    # The data conflicts with what is there.
+    ledger.DuplicateProvider: (409, errors.DUPLICATE_NAME),
+    ledger.ProviderHasChildren: (409, errors.PROVIDER_CANNOT_DELETE_PARENT),
+    ledger.ProviderInUse: (409, errors.PROVIDER_IN_USE),
+    ledger.InventoryInUse: (409, errors.INVENTORY_INUSE),
+    ledger.InventoryExists: (409, errors.CONCURRENT_UPDATE),
+    ledger.ResourceClassExists: (409, errors.DEFAULT),
+    ledger.ResourceClassInUse: (409, errors.DEFAULT),
+    ledger.ResourceClassIdsContended: (409, errors.DEFAULT),
+    ledger.TraitInUse: (409, errors.DEFAULT),
+    ledger.ProviderGenerationConflict: (409, errors.CONCURRENT_UPDATE),
+    ledger.ConsumerGenerationConflict: (409, errors.CONCURRENT_UPDATE),
+    ledger.RetriesExhausted: (409, errors.CONCURRENT_UPDATE),
+}
+
+Wording = Callable[[Any], str]
+
+
+def refusal(exc: ledger.LedgerError, message: str | None = None,
+            answer: tuple[int, str] | None = None) -> errors.PlacementError:
+    """The HTTP refusal for a domain exception (``REFUSALS`` unless ``answer``)."""
+    if answer is None:
+        answer = next(REFUSALS[kind] for kind in type(exc).__mro__ if kind in REFUSALS)
+    status, code = answer
+    return errors.PlacementError(str(exc) if message is None else message, code=code,
+                                 status=status)
+
+
+@contextlib.contextmanager
+def explain(wording: Mapping[type[ledger.LedgerError], Wording],
+            answers: Mapping[type[ledger.LedgerError], tuple[int, str]] | None = None,
+            ) -> Iterator[None]:
+    """Word domain refusals raised inside the block as this endpoint's upstream does.
+
+    ``wording`` maps an exception class to a function of the exception
+    giving the message (usually the reason with a prefix); ``answers``
+    overrides ``REFUSALS`` for the few endpoints where upstream answers one
+    refusal with another status or code.
+    """
+    try:
+        yield
+    except ledger.LedgerError as exc:
+        message = next((word(exc) for kind, word in wording.items() if isinstance(exc, kind)),
+                       None)
+        answer = next((answer for kind, answer in (answers or {}).items()
+                       if isinstance(exc, kind)), None)
+        raise refusal(exc, message, answer) from None
 
 
 def _preferred_error_type(accept: str | None) -> str:
@@ -74,6 +153,8 @@ def write_error(req: falcon.Request, resp: falcon.Response, status: int, message
 def handle_exception(req: falcon.Request, resp: falcon.Response, ex: Exception,
                      params: dict) -> None:
     """Falcon error handler for everything raised while serving a request."""
+    if isinstance(ex, ledger.LedgerError):
+        ex = refusal(ex)
     if isinstance(ex, errors.PlacementError):
         write_error(req, resp, ex.status, ex.message, ex.code, ex.headers)
     elif isinstance(ex, falcon.HTTPMethodNotAllowed):

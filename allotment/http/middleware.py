@@ -15,7 +15,6 @@ from allotment.http.request import accepts_json
 
 REQUEST_ID_ENVIRON = "openstack.request_id"
 IDENTITY_ENVIRON = "allotment.identity"
-VERSION_HEADER = "OpenStack-API-Version"
 
 
 class PlacementMiddleware:

@@ -10,9 +10,7 @@ from typing import Any
 import falcon
 import orjson
 
-
-def utcnow() -> datetime.datetime:
-    return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+from allotment.ledger.common import utcnow
 
 
 def newest(timestamps: Iterable[datetime.datetime | None]) -> datetime.datetime:

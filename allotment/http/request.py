@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import uuid as uuidlib
 from collections.abc import Mapping
 from typing import Any
@@ -17,11 +16,6 @@ from jsonschema import Draft4Validator
 from allotment import errors
 
 _FORMAT_CHECKER = jsonschema.FormatChecker()
-
-_UUID_RE = re.compile(
-    r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$"
-)
-
 
 def is_uuid_like(value: object) -> bool:
     """Upstream's notion of a uuid: 32 hex digits, dashes optional."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from allotment import errors
 from allotment.db import tables as t
+from allotment.ledger import providers
 from allotment.ledger.common import is_duplicate, utcnow
 from allotment.ledger.providers import Provider
 
@@ -31,17 +31,38 @@ def ensure_aggregate(conn: sa.Connection, uuid: str) -> int:
     try:
         # A savepoint: a concurrent creator may win; then we read its row.
         with conn.begin_nested():
-            return conn.execute(_agg.insert().values(uuid=uuid, created_at=utcnow())
-                                ).inserted_primary_key[0]
+            new_id: int = conn.execute(_agg.insert().values(uuid=uuid, created_at=utcnow())
+                                       ).inserted_primary_key[0]  # type: ignore[index]
+            return new_id
     except IntegrityError as exc:
         if not is_duplicate(exc):
             raise
     return conn.execute(select).scalar_one()
 
 
+def replace(conn: sa.Connection, provider_uuid: str, uuids: list[str],
+            generation: int | None) -> int:
+    """Make ``uuids`` the provider's aggregates; the provider's generation after it.
+
+    From 1.19 the client sends the ``generation``, which is checked and
+    bumped; before (``generation`` None) the generation is left alone.
+    """
+    provider = providers.require(conn, provider_uuid)
+    if generation is not None:
+        providers.check_generation(provider, generation)
+    set_provider_aggregates(conn, provider, uuids)
+    if generation is None:
+        return provider.generation
+    return providers.bump_generation(conn, provider)
+
+
 def set_provider_aggregates(conn: sa.Connection, provider: Provider,
                             uuids: list[str]) -> None:
-    """Make ``uuids`` the provider's aggregates (the caller decides on a bump)."""
+    """Make ``uuids`` the provider's aggregates (the caller decides on a bump).
+
+    An association added meanwhile by a concurrent writer is a duplicate key:
+    a lost race, run again by the retry loop.
+    """
     existing = {row.aggregate_id: row.uuid for row in conn.execute(
         sa.select(_rpa.c.aggregate_id, _agg.c.uuid)
         .select_from(_rpa.join(_agg, _agg.c.id == _rpa.c.aggregate_id))
@@ -56,11 +77,4 @@ def set_provider_aggregates(conn: sa.Connection, provider: Provider,
         now = utcnow()
         rows = [{"resource_provider_id": provider.id, "aggregate_id": ensure_aggregate(conn, u),
                  "created_at": now} for u in to_add]
-        try:
-            conn.execute(_rpa.insert(), rows)
-        except IntegrityError as exc:
-            if is_duplicate(exc):
-                raise errors.Conflict(
-                    f"Update conflict: aggregates of resource provider {provider.uuid} "
-                    "were changed by another request.") from None
-            raise
+        conn.execute(_rpa.insert(), rows)

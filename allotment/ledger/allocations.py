@@ -25,8 +25,8 @@ lock from BEGIN (BEGIN IMMEDIATE), so writers run one after the other. The
 compare-and-sets of step 5 are the proof on every database: if any of them
 finds the row changed (or a unique key or deadlock says another writer got
 there first), the attempt raises ``Race``, its transaction is rolled back
-and ``claim`` runs everything again in a NEW transaction (see
-``retry.write_with_retries``) -- a retry never sees its own earlier attempt.
+and the handler's ``retry.run_write`` runs ``write`` again in a NEW
+transaction -- a retry never sees its own earlier attempt.
 """
 
 from __future__ import annotations
@@ -35,16 +35,20 @@ import dataclasses
 import datetime
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 import sqlalchemy as sa
 
-from allotment import errors
 from allotment.db import tables as t
-from allotment.db.engine import Database
-from allotment.ledger import consumers, providers, retry
+from allotment.ledger import capacity, consumers, providers
 from allotment.ledger.common import class_ids, class_names, utcnow
-from allotment.ledger.inventories import Inventory
-from allotment.ledger.retry import Race
+from allotment.ledger.errors import (
+    InvalidAllocation,
+    NoAllocations,
+    Race,
+    UnknownProvider,
+    UnknownResourceClass,
+)
 
 
 @dataclass(frozen=True)
@@ -62,25 +66,6 @@ class Claim:
     check_generation: bool = False
     # None leaves the consumer's type as it is (requests before 1.38).
     consumer_type: str | None = None
-
-
-class UnknownResourceClass(errors.BadRequest):
-    """A class named in allocations does not exist (callers add context)."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(f"No such resource class {name}.")
-        self.name = name
-
-
-class InvalidAllocation(errors.Conflict):
-    """The amounts do not fit the providers' inventories."""
-
-    def __init__(self, detail: str) -> None:
-        super().__init__(f"Unable to allocate inventory: {detail}")
-
-
-def missing_provider(uuid: str) -> errors.BadRequest:
-    return errors.BadRequest(f"Allocation for resource provider '{uuid}' that does not exist.")
 
 
 # --- reading -----------------------------------------------------------------
@@ -116,7 +101,7 @@ def _held_select() -> sa.Select:
             .order_by(a.c.id))
 
 
-def _to_held(conn: sa.Connection, rows) -> list[Held]:
+def _to_held(conn: sa.Connection, rows: list[sa.Row[Any]]) -> list[Held]:
     names = class_names(conn, {row.resource_class_id for row in rows})
     return [Held(provider_uuid=row.provider_uuid,
                  provider_generation=row.provider_generation,
@@ -158,8 +143,8 @@ def for_provider(conn: sa.Connection, provider_id: int) -> list[Held]:
     return _to_held(conn, rows)
 
 
-def delete_for_consumer(conn: sa.Connection, consumer_uuid: str) -> bool:
-    """Remove everything a consumer holds, and the consumer; False if it held nothing.
+def delete_for_consumer(conn: sa.Connection, consumer_uuid: str) -> None:
+    """Remove everything a consumer holds, and the consumer (``NoAllocations`` if none).
 
     Releasing only lowers usage, so (as upstream) provider generations are
     left alone; the consumer's own generation is compare-and-set.
@@ -167,20 +152,15 @@ def delete_for_consumer(conn: sa.Connection, consumer_uuid: str) -> bool:
     consumers.lock(conn, [consumer_uuid])
     consumer = consumers.get_many(conn, [consumer_uuid]).get(consumer_uuid)
     if consumer is None:
-        return False
+        raise NoAllocations(consumer_uuid)
     result = conn.execute(t.allocations.delete()
                           .where(t.allocations.c.consumer_id == consumer_uuid))
     if result.rowcount == 0:
-        return False
+        raise NoAllocations(consumer_uuid)
     consumers.delete(conn, consumer)
-    return True
 
 
 # --- writing -----------------------------------------------------------------
-
-def claim(db: Database, claims: list[Claim], retries: int) -> None:
-    """Replace the allocations of every consumer in ``claims``, atomically."""
-    retry.write_with_retries(db, lambda conn: write(conn, claims), retries)
 
 
 def _providers_with_ids(conn: sa.Connection, ids: set[int]) -> list[providers.Provider]:
@@ -212,7 +192,11 @@ def _lock_providers(conn: sa.Connection, touched: dict[int, providers.Provider])
 
 
 def write(conn: sa.Connection, claims: list[Claim]) -> None:
-    """One attempt at a claim, inside the caller's write transaction."""
+    """Replace the allocations of every consumer in ``claims``: one attempt, on ``conn``.
+
+    The caller runs it with ``retry.run_write`` (a ``Race`` means: again, in a
+    new transaction).
+    """
     uuids = [c.consumer_uuid for c in claims]
     consumers.lock(conn, uuids)
     existing = consumers.get_many(conn, uuids)
@@ -228,7 +212,7 @@ def write(conn: sa.Connection, claims: list[Claim]) -> None:
     for rp_uuid in named:
         provider = providers.get(conn, rp_uuid)
         if provider is None:
-            raise missing_provider(rp_uuid)
+            raise UnknownProvider(rp_uuid)
         by_uuid[rp_uuid] = provider
     a = t.allocations
     old_rows = conn.execute(
@@ -265,10 +249,7 @@ def write(conn: sa.Connection, claims: list[Claim]) -> None:
         conn.execute(a.insert(), new_rows)
 
     for provider_id in sorted(touched):
-        try:
-            providers.bump_generation(conn, touched[provider_id])
-        except errors.ConcurrentUpdate:
-            raise Race(f"provider {touched[provider_id].uuid} changed") from None
+        providers.bump_generation(conn, touched[provider_id])
     for c in sorted(claims, key=lambda c: c.consumer_uuid):
         _save_consumer(conn, c, existing.get(c.consumer_uuid))
 
@@ -300,14 +281,8 @@ def _check_capacity(conn: sa.Connection, claims: list[Claim],
     provider_ids = [by_uuid[rp].id for c in claims for rp in c.allocations]
     class_id_list = list(rc_ids.values())
     inv, a = t.inventories, t.allocations
-    class_by_id = {class_id: name for name, class_id in rc_ids.items()}
-    # Inventory.capacity is truncated as the API shows it. Against whole
-    # amounts that is the exact product's test; with a negative capacity they
-    # differ only for a usage of 0, which is never "more than before".
     inventories = {
-        (row.resource_provider_id, row.resource_class_id): Inventory(
-            class_by_id[row.resource_class_id], row.total, row.reserved, row.min_unit,
-            row.max_unit, row.step_size, row.allocation_ratio)
+        (row.resource_provider_id, row.resource_class_id): row
         for row in conn.execute(
             sa.select(inv).where(inv.c.resource_provider_id.in_(provider_ids),
                                  inv.c.resource_class_id.in_(class_id_list)))
@@ -340,8 +315,8 @@ def _check_capacity(conn: sa.Connection, claims: list[Claim],
                 if inventory is None:
                     raise InvalidAllocation(
                         f"Inventory for '{rc}' on resource provider '{rp_uuid}' invalid.")
-                if (amount < inventory.min_unit or amount > inventory.max_unit
-                        or amount % inventory.step_size):
+                if not capacity.amount_allowed(amount, inventory.min_unit, inventory.max_unit,
+                                               inventory.step_size):
                     raise InvalidAllocation(
                         f"Unable to create allocation for '{rc}' on resource provider "
                         f"'{rp_uuid}'. The requested amount would violate inventory "
@@ -350,7 +325,9 @@ def _check_capacity(conn: sa.Connection, claims: list[Claim],
                 before = usage.get(key, 0)
                 after = before - old_ours.get(key, 0) + wanted[key]
                 # Over capacity is tolerated only when it is no worse than before.
-                if after > inventory.capacity and after > before:
+                limit = capacity.capacity(inventory.total, inventory.reserved,
+                                          inventory.allocation_ratio)
+                if after > limit and after > before:
                     raise InvalidAllocation(
                         f"Unable to create allocation for '{rc}' on resource provider "
                         f"'{rp_uuid}'. The requested amount would exceed the capacity.")

@@ -8,7 +8,6 @@ from collections.abc import Iterable
 import os_resource_classes as orc
 import sqlalchemy as sa
 
-from allotment import errors
 from allotment.db import tables as t
 
 
@@ -43,14 +42,6 @@ def class_ids(conn: sa.Connection, names: set[str] | list[str]) -> dict[str, int
     rc = t.resource_classes
     found.update(_lookup(conn, rc.c.name, rc.c.id, (n for n in names if n not in found)))
     return found
-
-
-def class_id(conn: sa.Connection, name: str) -> int:
-    """The id of one resource class; 400 when it does not exist."""
-    ids = class_ids(conn, [name])
-    if name not in ids:
-        raise errors.BadRequest(f"Unknown resource class in inventory: {name}")
-    return ids[name]
 
 
 def class_names(conn: sa.Connection, ids: set[int] | list[int]) -> dict[int, str]:

@@ -13,10 +13,9 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from allotment import errors
 from allotment.db import tables as t
 from allotment.ledger.common import utcnow
-from allotment.ledger.retry import Race
+from allotment.ledger.errors import ConsumerGenerationConflict, Race
 
 # Consumers without a type are shown (and filtered) under this name.
 UNKNOWN_TYPE = "unknown"
@@ -63,14 +62,13 @@ def get_many(conn: sa.Connection, uuids: list[str]) -> dict[str, Consumer]:
 
 
 def check_generation(uuid: str, consumer: Consumer | None, given: int | None) -> None:
-    """Refuse a write whose consumer generation is stale (1.28+)."""
-    if consumer is None:
-        if given is not None:
-            raise errors.ConcurrentUpdate(
-                f"consumer generation conflict - expected null but got {given}")
-    elif consumer.generation != given:
-        raise errors.ConcurrentUpdate(
-            f"consumer generation conflict - expected {consumer.generation} but got {given}")
+    """Refuse a write whose consumer generation is stale (1.28+).
+
+    ``given`` None means "I expect this consumer not to exist yet".
+    """
+    actual = consumer.generation if consumer is not None else None
+    if actual != given:
+        raise ConsumerGenerationConflict(uuid, actual, given)
 
 
 def _ensure_named(conn: sa.Connection, table: sa.Table, column: str, value: str) -> int:
@@ -84,7 +82,8 @@ def _ensure_named(conn: sa.Connection, table: sa.Table, column: str, value: str)
     if row is not None:
         return row.id
     result = conn.execute(table.insert().values({column: value, "created_at": utcnow()}))
-    return result.inserted_primary_key[0]
+    new_id: int = result.inserted_primary_key[0]  # type: ignore[index]
+    return new_id
 
 
 def ensure_project(conn: sa.Connection, external_id: str) -> int:
@@ -110,7 +109,7 @@ def create(conn: sa.Connection, uuid: str, project_id: int, user_id: int,
 def update(conn: sa.Connection, consumer: Consumer, project_id: int, user_id: int,
            type_id: int | None, set_type: bool) -> None:
     """Bump the generation (compare-and-set) and record the owner given now."""
-    values: dict = {"generation": consumer.generation + 1, "project_id": project_id,
+    values: dict[str, object] = {"generation": consumer.generation + 1, "project_id": project_id,
                     "user_id": user_id, "updated_at": utcnow()}
     if set_type:
         values["consumer_type_id"] = type_id

@@ -6,9 +6,10 @@ Upstream's rules, kept here:
 - an inventory with allocations against it cannot be deleted (409
   ``placement.inventory.inuse``), but it may shrink below its usage: that
   only logs a warning, the allocations stay;
-- every change bumps the provider generation; the functions here that take a
-  whole inventory set (``replace_inventories``) leave that to the caller so
-  that the reshaper can change several things under one bump.
+- every change bumps the provider generation. The writes a handler calls
+  (``create``, ``replace_all``, ``update``, ``delete``) check the client's
+  generation and bump it; ``replace_inventories`` leaves both to its caller
+  so that the reshaper can change several things under one bump.
 """
 
 from __future__ import annotations
@@ -19,13 +20,22 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.exc import IntegrityError
 
-from allotment import errors
 from allotment.db import tables as t
-from allotment.ledger.common import class_ids, class_names, is_duplicate, utcnow
+from allotment.ledger import capacity, providers
+from allotment.ledger.common import class_ids, class_names, utcnow
+from allotment.ledger.errors import (
+    InvalidCapacity,
+    InventoryExists,
+    InventoryInUse,
+    InventoryNotFound,
+    ResourceClassNotFound,
+    UnknownResourceClass,
+)
 from allotment.ledger.providers import Provider
-from allotment.schemas.inventories import MAX_INT
+
+# The largest integer upstream's columns hold (a signed 32-bit integer).
+MAX_INT = 2147483647
 
 LOG = logging.getLogger(__name__)
 
@@ -54,7 +64,7 @@ class Inventory:
 
     @property
     def capacity(self) -> int:
-        return int((self.total - self.reserved) * self.allocation_ratio)
+        return capacity.capacity(self.total, self.reserved, self.allocation_ratio)
 
     def fields(self) -> dict[str, Any]:
         """The six values the API shows."""
@@ -71,46 +81,31 @@ def from_request(resource_class: str, data: dict[str, Any]) -> Inventory:
     return Inventory(resource_class=resource_class, **values)
 
 
-class ResourceClassNotFound(errors.BadRequest):
-    def __init__(self, name: str) -> None:
-        super().__init__(f"No such resource class {name}.")
-
-
-class InvalidCapacity(errors.BadRequest):
-    pass
-
-
-class InventoryInUse(errors.Conflict):
-    def __init__(self, class_list: list[str], provider_uuid: str) -> None:
-        super().__init__(
-            f"Inventory for '{', '.join(class_list)}' on resource provider "
-            f"'{provider_uuid}' in use.", code=errors.INVENTORY_INUSE)
-
-
 def check_capacity(provider_uuid: str, inventories: list[Inventory],
                    reserved_may_equal_total: bool) -> None:
     """Refuse records whose capacity is negative (or zero, before 1.26)."""
     for inv in inventories:
         if not isinstance(inv.total, int):
             continue  # A record under a non-class key: refused as an unknown class.
-        capacity = inv.capacity
-        if reserved_may_equal_total and capacity < 0:
-            raise InvalidCapacity(
-                f"Invalid inventory for '{inv.resource_class}' on resource provider "
-                f"'{provider_uuid}'. The reserved value is greater than total.")
-        if not reserved_may_equal_total and capacity <= 0:
-            raise InvalidCapacity(
-                f"Invalid inventory for '{inv.resource_class}' on resource provider "
-                f"'{provider_uuid}'. The reserved value is greater than or equal to "
-                "total.")
+        if inv.capacity < 0 or (inv.capacity == 0 and not reserved_may_equal_total):
+            raise InvalidCapacity(provider_uuid, inv.resource_class, reserved_may_equal_total)
 
 
 def _require_class_ids(conn: sa.Connection, names: list[str]) -> dict[str, int]:
+    """Class ids for ``names``; ``UnknownResourceClass`` for a name that does not exist."""
     ids = class_ids(conn, names)
     for name in names:
         if name not in ids:
-            raise ResourceClassNotFound(name)
+            raise UnknownResourceClass(name)
     return ids
+
+
+def _addressed_class_id(conn: sa.Connection, name: str) -> int:
+    """The id of the class an inventory URL names; ``ResourceClassNotFound`` otherwise."""
+    ids = class_ids(conn, [name])
+    if name not in ids:
+        raise ResourceClassNotFound(name)
+    return ids[name]
 
 
 def get_inventories(conn: sa.Connection, provider_id: int) -> list[Inventory]:
@@ -164,13 +159,60 @@ def _values(inv: Inventory) -> dict[str, Any]:
     return {name: getattr(inv, name) for name in FIELDS}
 
 
+# --- the writes handlers call: check, write, bump -----------------------------
+
+def create(conn: sa.Connection, provider_uuid: str, inv: Inventory,
+           reserved_may_equal_total: bool) -> int:
+    """Add one record to a provider; the provider's new generation."""
+    provider = providers.require(conn, provider_uuid)
+    check_capacity(provider.uuid, [inv], reserved_may_equal_total)
+    add_inventory(conn, provider, inv)
+    return providers.bump_generation(conn, provider)
+
+
+def replace_all(conn: sa.Connection, provider_uuid: str, generation: int | None,
+                records: list[Inventory], reserved_may_equal_total: bool) -> int:
+    """Make ``records`` the provider's whole inventory; its new generation.
+
+    ``generation`` None (DELETE of all inventories) checks none.
+    """
+    provider = providers.require(conn, provider_uuid)
+    if generation is not None:
+        providers.check_generation(provider, generation)
+    check_capacity(provider.uuid, records, reserved_may_equal_total)
+    replace_inventories(conn, provider, {inv.resource_class: inv.fields() for inv in records})
+    return providers.bump_generation(conn, provider)
+
+
+def update(conn: sa.Connection, provider_uuid: str, generation: int, inv: Inventory,
+           reserved_may_equal_total: bool) -> int:
+    """Change one existing record; the provider's new generation."""
+    provider = providers.require(conn, provider_uuid)
+    providers.check_generation(provider, generation)
+    check_capacity(provider.uuid, [inv], reserved_may_equal_total)
+    update_inventory(conn, provider, inv)
+    return providers.bump_generation(conn, provider)
+
+
+def delete(conn: sa.Connection, provider_uuid: str, resource_class: str) -> None:
+    """Delete one record (``InventoryInUse`` while allocated)."""
+    provider = providers.require(conn, provider_uuid)
+    delete_inventory(conn, provider, resource_class)
+    providers.bump_generation(conn, provider)
+
+
+# --- steps ------------------------------------------------------------------------
+
+
 def replace_inventories(conn: sa.Connection, provider: Provider,
                         inventories: dict[str, dict]) -> None:
     """Make ``inventories`` (class name -> fields) the provider's whole inventory.
 
-    Classes left out are deleted (409 when they have allocations); unknown
-    classes are refused (``ResourceClassNotFound``, a 400). Capacity rules
-    are the caller's (``check_capacity``), and so is the generation bump.
+    Classes left out are deleted (``InventoryInUse`` when they have
+    allocations); unknown classes are refused (``UnknownResourceClass``).
+    Capacity rules are the caller's (``check_capacity``), and so is the
+    generation bump. A class added meanwhile by a concurrent writer is a
+    duplicate key: a lost race, run again by the retry loop.
     """
     wanted = [from_request(name, data) for name, data in inventories.items()]
     ids = _require_class_ids(conn, [inv.resource_class for inv in wanted])
@@ -188,18 +230,10 @@ def replace_inventories(conn: sa.Connection, provider: Provider,
     now = utcnow()
     to_add = [class_id for class_id in by_id if class_id not in existing]
     if to_add:
-        try:
-            conn.execute(inv_table.insert(), [
-                {"resource_provider_id": provider.id, "resource_class_id": class_id,
-                 "created_at": now, **_values(by_id[class_id])}
-                for class_id in to_add])
-        except IntegrityError as exc:
-            if is_duplicate(exc):
-                # A concurrent writer added the class first; its generation wins.
-                raise errors.ConcurrentUpdate(
-                    f"Another thread concurrently updated the inventory of resource "
-                    f"provider {provider.uuid}. Please retry your update") from None
-            raise
+        conn.execute(inv_table.insert(), [
+            {"resource_provider_id": provider.id, "resource_class_id": class_id,
+             "created_at": now, **_values(by_id[class_id])}
+            for class_id in to_add])
     to_update = {class_id: inv for class_id, inv in by_id.items() if class_id in existing}
     for class_id, inv in to_update.items():
         conn.execute(inv_table.update()
@@ -211,51 +245,43 @@ def replace_inventories(conn: sa.Connection, provider: Provider,
 
 
 def add_inventory(conn: sa.Connection, provider: Provider, inv: Inventory) -> None:
-    """Insert one record; 409 when the provider already has that class."""
+    """Insert one record; ``InventoryExists`` when the provider already has that class.
+
+    (Added meanwhile by a concurrent writer: a duplicate key, so a lost race
+    whose next attempt finds the record.)
+    """
     class_id = _require_class_ids(conn, [inv.resource_class])[inv.resource_class]
     inv_table = t.inventories
     exists = conn.execute(sa.select(inv_table.c.id).where(
         inv_table.c.resource_provider_id == provider.id,
         inv_table.c.resource_class_id == class_id)).first()
-    duplicate = errors.ConcurrentUpdate(
-        f"Update conflict: Inventory for '{inv.resource_class}' on resource provider "
-        f"'{provider.uuid}' already exists.")
     if exists:
-        raise duplicate
-    try:
-        conn.execute(inv_table.insert().values(
-            resource_provider_id=provider.id, resource_class_id=class_id,
-            created_at=utcnow(), **_values(inv)))
-    except IntegrityError as exc:
-        if is_duplicate(exc):
-            raise duplicate from None
-        raise
-
-
-class InventoryNotFound(errors.PlacementError):
-    """The provider has no record of that class (handlers choose the status)."""
+        raise InventoryExists(inv.resource_class, provider.uuid)
+    conn.execute(inv_table.insert().values(
+        resource_provider_id=provider.id, resource_class_id=class_id,
+        created_at=utcnow(), **_values(inv)))
 
 
 def update_inventory(conn: sa.Connection, provider: Provider, inv: Inventory) -> None:
     """Change one existing record (``InventoryNotFound`` when there is none)."""
-    class_id = _require_class_ids(conn, [inv.resource_class])[inv.resource_class]
+    class_id = _addressed_class_id(conn, inv.resource_class)
     inv_table = t.inventories
     result = conn.execute(inv_table.update()
                           .where(inv_table.c.resource_provider_id == provider.id,
                                  inv_table.c.resource_class_id == class_id)
                           .values(updated_at=utcnow(), **_values(inv)))
     if result.rowcount != 1:
-        raise InventoryNotFound(f"No inventory of class {inv.resource_class} found.")
+        raise InventoryNotFound(provider.uuid, inv.resource_class)
     _warn_over_capacity(conn, provider, {class_id: inv})
 
 
 def delete_inventory(conn: sa.Connection, provider: Provider, resource_class: str) -> None:
     """Delete one record (``InventoryNotFound`` when there is none)."""
-    class_id = _require_class_ids(conn, [resource_class])[resource_class]
+    class_id = _addressed_class_id(conn, resource_class)
     _refuse_in_use(conn, provider, [class_id])
     inv_table = t.inventories
     result = conn.execute(inv_table.delete().where(
         inv_table.c.resource_provider_id == provider.id,
         inv_table.c.resource_class_id == class_id))
     if result.rowcount != 1:
-        raise InventoryNotFound(f"No inventory of class {resource_class} found for delete")
+        raise InventoryNotFound(provider.uuid, resource_class)

@@ -1,18 +1,38 @@
-"""Resource providers: the rows, the tree rules and generation compare-and-set."""
+"""Resource providers: the rows, the tree rules and the provider generation.
+
+The generation rule, once: a client that sends a provider generation must
+send the current one (``check_generation``), and every change to what a
+provider has (inventories, traits, aggregates from 1.19, allocations)
+compare-and-sets it one higher in the same transaction
+(``bump_generation``); losing that compare-and-set is a ``Race``, and the
+write runs again in a new transaction.
+"""
 
 from __future__ import annotations
 
 import datetime
 import uuid as uuidlib
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.exc import IntegrityError
 
-from allotment import errors
 from allotment.db import tables as t
-from allotment.filters import AggregateFilter, TraitFilter
-from allotment.ledger.common import aggregate_ids, class_ids, is_duplicate, trait_ids, utcnow
+from allotment.ledger import capacity
+from allotment.ledger.common import aggregate_ids, class_ids, trait_ids, utcnow
+from allotment.ledger.errors import (
+    DuplicateProvider,
+    InvalidParent,
+    InvalidTreeChange,
+    ProviderGenerationConflict,
+    ProviderHasChildren,
+    ProviderInUse,
+    ProviderNotFound,
+    Race,
+    UnknownResourceClass,
+    UnknownTraits,
+)
+from allotment.ledger.filters import AggregateFilter, TraitFilter
 
 _rp = t.resource_providers.alias("rp")
 _root = t.resource_providers.alias("root_rp")
@@ -44,7 +64,7 @@ def _select() -> sa.Select:
     )
 
 
-def _to_provider(row) -> Provider:
+def _to_provider(row: sa.Row[Any]) -> Provider:
     return Provider(id=row.id, uuid=row.uuid, name=row.name, generation=row.generation,
                     root_id=row.root_provider_id, parent_id=row.parent_provider_id,
                     root_uuid=row.root_uuid, parent_uuid=row.parent_uuid,
@@ -61,71 +81,59 @@ def get(conn: sa.Connection, uuid: str) -> Provider | None:
     return _to_provider(row) if row else None
 
 
-def require(conn: sa.Connection, uuid: str, context: str | None = None) -> Provider:
-    """The provider with ``uuid``; 404 with upstream's message otherwise.
-
-    ``context`` is the prefix some endpoints put before the message upstream.
-    """
+def require(conn: sa.Connection, uuid: str) -> Provider:
+    """The provider with ``uuid``; ``ProviderNotFound`` otherwise."""
     provider = get(conn, uuid)
     if provider is None:
-        message = f"No resource provider with uuid {uuid} found"
-        raise errors.NotFound(f"{context}: {message}" if context else message)
+        raise ProviderNotFound(uuid)
     return provider
 
 
+def check_generation(provider: Provider, given: int) -> None:
+    """``ProviderGenerationConflict`` unless the client sent the current generation."""
+    if provider.generation != given:
+        raise ProviderGenerationConflict(provider.uuid, provider.generation, given)
+
+
 def bump_generation(conn: sa.Connection, provider: Provider) -> int:
-    """Compare-and-set the provider's generation; 409 when somebody beat us."""
+    """Compare-and-set the generation read in ``provider`` one higher.
+
+    ``Race`` when somebody else changed the provider since it was read.
+    """
     result = conn.execute(
         t.resource_providers.update()
         .where(t.resource_providers.c.id == provider.id,
                t.resource_providers.c.generation == provider.generation)
         .values(generation=provider.generation + 1, updated_at=utcnow()))
     if result.rowcount != 1:
-        raise errors.ConcurrentUpdate(
-            f"resource provider generation conflict: provider {provider.uuid} was "
-            "changed by another request. Please update the generation and try again.")
+        raise Race(f"provider {provider.uuid} changed")
     return provider.generation + 1
-
-
-def check_generation(provider: Provider, generation: int) -> None:
-    """Refuse a write whose client-supplied generation is stale."""
-    if provider.generation != generation:
-        raise errors.ConcurrentUpdate(
-            "resource provider generation conflict: the provider's generation is "
-            f"{provider.generation}, not {generation}. Please update the generation "
-            "and try again.")
 
 
 def create(conn: sa.Connection, name: str, uuid: str | None,
            parent_uuid: str | None) -> Provider:
+    """A new provider (a root, or a child of ``parent_uuid``).
+
+    A name or uuid taken meanwhile by a concurrent create is a duplicate key,
+    which the retry loop treats as a lost race: the next attempt finds the
+    winner's row and refuses with ``DuplicateProvider``.
+    """
     uuid = normalize_uuid(uuid) if uuid else str(uuidlib.uuid4())
     parent = None
     if parent_uuid is not None:
         parent_uuid = normalize_uuid(parent_uuid)
         if parent_uuid == uuid:
-            raise errors.BadRequest(
-                "Unable to create resource provider \"%s\", %s: parent provider UUID "
-                "cannot be same as UUID. Please choose a different parent provider "
-                "UUID." % (name, uuid))
+            raise InvalidParent(name, uuid, "parent provider UUID cannot be same as UUID. "
+                                "Please choose a different parent provider UUID.")
         parent = get(conn, parent_uuid)
         if parent is None:
-            raise errors.BadRequest(
-                "Unable to create resource provider \"%s\", %s: parent provider UUID "
-                "does not exist." % (name, uuid))
+            raise InvalidParent(name, uuid, "parent provider UUID does not exist.")
     _refuse_duplicates(conn, name=name, uuid=uuid)
-    now = utcnow()
-    try:
-        result = conn.execute(t.resource_providers.insert().values(
-            uuid=uuid, name=name, generation=0, created_at=now,
-            parent_provider_id=parent.id if parent else None,
-            root_provider_id=parent.root_id if parent else None))
-    except IntegrityError as exc:
-        if is_duplicate(exc):
-            _refuse_duplicates(conn, name=name, uuid=uuid)
-            raise errors.Conflict(f"Conflicting resource provider {name} already exists.",
-                                  code=errors.DUPLICATE_NAME) from None
-        raise
-    new_id = result.inserted_primary_key[0]
+    result = conn.execute(t.resource_providers.insert().values(
+        uuid=uuid, name=name, generation=0, created_at=utcnow(),
+        parent_provider_id=parent.id if parent else None,
+        root_provider_id=parent.root_id if parent else None))
+    new_id = result.inserted_primary_key[0]  # type: ignore[index]
     if parent is None:
         conn.execute(t.resource_providers.update()
                      .where(t.resource_providers.c.id == new_id)
@@ -139,65 +147,45 @@ def _refuse_duplicates(conn: sa.Connection, name: str | None, uuid: str | None,
     if uuid is not None:
         row = conn.execute(sa.select(rp.c.id).where(rp.c.uuid == uuid)).first()
         if row and row.id != except_id:
-            raise errors.Conflict(
-                f"Conflicting resource provider uuid: {uuid} already exists.",
-                code=errors.DUPLICATE_NAME)
+            raise DuplicateProvider("uuid", uuid)
     if name is not None:
         row = conn.execute(sa.select(rp.c.id).where(rp.c.name == name)).first()
         if row and row.id != except_id:
-            raise errors.Conflict(
-                f"Conflicting resource provider name: {name} already exists.",
-                code=errors.DUPLICATE_NAME)
+            raise DuplicateProvider("name", name)
 
 
-_UNSET = object()
+def update(conn: sa.Connection, uuid: str, name: str, *, move: bool = False,
+           parent_uuid: str | None = None, allow_reparenting: bool = False) -> Provider:
+    """Rename a provider and, with ``move``, put it (and its subtree) under ``parent_uuid``.
 
-
-def update(conn: sa.Connection, uuid: str, name: str,
-           parent_uuid: str | None | object = _UNSET,
-           allow_reparenting: bool = False) -> Provider:
-    """Rename and/or move a provider (and its subtree) in the tree."""
+    ``parent_uuid`` None with ``move`` makes it a root. Before 1.37
+    (``allow_reparenting`` False) only a root may be given a parent.
+    """
     provider = require(conn, uuid)
-    values: dict = {"name": name, "updated_at": utcnow()}
+    values: dict[str, Any] = {"name": name, "updated_at": utcnow()}
     new_root_id = None
-    if parent_uuid is not _UNSET:
-        if parent_uuid is not None:
-            parent = get(conn, parent_uuid)
-            if parent is None:
-                raise errors.BadRequest(
-                    "Unable to save resource provider %s: Object action update failed "
-                    "because: parent provider UUID does not exist." % uuid)
-            if (provider.parent_id is not None and provider.parent_id != parent.id
-                    and not allow_reparenting):
-                raise errors.BadRequest(
-                    "Unable to save resource provider %s: Object action update failed "
-                    "because: re-parenting a provider is not currently allowed." % uuid)
-            if provider.parent_id != parent.id:
-                if parent.id in subtree_ids(conn, provider.id):
-                    raise errors.BadRequest(
-                        "Unable to save resource provider %s: Object action update "
-                        "failed because: creating loop in the provider tree is not "
-                        "allowed." % uuid)
-                values["parent_provider_id"] = parent.id
-                new_root_id = parent.root_id
-        elif provider.parent_id is not None:
-            if not allow_reparenting:
-                raise errors.BadRequest(
-                    "Unable to save resource provider %s: Object action update failed "
-                    "because: un-parenting a provider is not currently allowed." % uuid)
-            values["parent_provider_id"] = None
-            new_root_id = provider.id
+    if move and parent_uuid is not None:
+        parent = get(conn, parent_uuid)
+        if parent is None:
+            raise InvalidTreeChange(uuid, "parent provider UUID does not exist.")
+        if (provider.parent_id is not None and provider.parent_id != parent.id
+                and not allow_reparenting):
+            raise InvalidTreeChange(uuid, "re-parenting a provider is not currently allowed.")
+        if provider.parent_id != parent.id:
+            if parent.id in subtree_ids(conn, provider.id):
+                raise InvalidTreeChange(
+                    uuid, "creating loop in the provider tree is not allowed.")
+            values["parent_provider_id"] = parent.id
+            new_root_id = parent.root_id
+    elif move and provider.parent_id is not None:
+        if not allow_reparenting:
+            raise InvalidTreeChange(uuid, "un-parenting a provider is not currently allowed.")
+        values["parent_provider_id"] = None
+        new_root_id = provider.id
     if name != provider.name:
         _refuse_duplicates(conn, name=name, uuid=None, except_id=provider.id)
-    try:
-        conn.execute(t.resource_providers.update()
-                     .where(t.resource_providers.c.id == provider.id).values(**values))
-    except IntegrityError as exc:
-        if is_duplicate(exc):
-            raise errors.Conflict(
-                f"Conflicting resource provider name: {name} already exists.",
-                code=errors.DUPLICATE_NAME) from None
-        raise
+    conn.execute(t.resource_providers.update()
+                 .where(t.resource_providers.c.id == provider.id).values(**values))
     if new_root_id is not None and new_root_id != provider.root_id:
         ids = subtree_ids(conn, provider.id)
         conn.execute(t.resource_providers.update()
@@ -226,23 +214,18 @@ def subtree_ids(conn: sa.Connection, provider_id: int) -> set[int]:
 
 
 def delete(conn: sa.Connection, uuid: str) -> None:
-    provider = get(conn, uuid)
-    if provider is None:
-        raise errors.NotFound(f"No resource provider with uuid {uuid} found for delete")
+    """Delete a provider without children or allocations, with what it has."""
+    provider = require(conn, uuid)
     rp = t.resource_providers
     has_child = conn.execute(
         sa.select(rp.c.id).where(rp.c.parent_provider_id == provider.id).limit(1)).first()
     if has_child:
-        raise errors.Conflict(
-            f"Unable to delete parent resource provider {uuid}: It has child resource "
-            "providers.", code=errors.PROVIDER_CANNOT_DELETE_PARENT)
+        raise ProviderHasChildren(uuid)
     in_use = conn.execute(
         sa.select(t.allocations.c.id)
         .where(t.allocations.c.resource_provider_id == provider.id).limit(1)).first()
     if in_use:
-        raise errors.Conflict(
-            f"Unable to delete resource provider {uuid}: Resource provider has "
-            "allocations.", code=errors.PROVIDER_IN_USE)
+        raise ProviderInUse(uuid)
     conn.execute(t.inventories.delete()
                  .where(t.inventories.c.resource_provider_id == provider.id))
     conn.execute(t.resource_provider_traits.delete()
@@ -256,8 +239,7 @@ def delete(conn: sa.Connection, uuid: str) -> None:
     if result.rowcount == 1:
         result = conn.execute(rp.delete().where(rp.c.id == provider.id))
     if result.rowcount != 1:
-        raise errors.ConcurrentUpdate(
-            f"resource provider {uuid} was changed by another request while being deleted.")
+        raise Race(f"provider {uuid} changed while being deleted")
 
 
 @dataclass
@@ -270,28 +252,12 @@ class ProviderQuery:
     resources: dict[str, int] | None = None
 
 
-def usage_subquery(class_id_list: list[int] | None = None) -> sa.Subquery:
-    """Per (provider, class): the sum of allocated amounts."""
-    alloc = t.allocations
-    sel = sa.select(alloc.c.resource_provider_id, alloc.c.resource_class_id,
-                    sa.func.sum(alloc.c.used).label("used"))
-    if class_id_list is not None:
-        sel = sel.where(alloc.c.resource_class_id.in_(class_id_list))
-    return sel.group_by(alloc.c.resource_provider_id, alloc.c.resource_class_id).subquery()
-
-
-def capacity_clause(inv, usage, amount: int):
-    """SQL: the inventory row can take ``amount`` more (upstream's rules)."""
-    return sa.and_(
-        sa.func.coalesce(usage.c.used, 0) + amount
-        <= (inv.c.total - inv.c.reserved) * inv.c.allocation_ratio,
-        inv.c.min_unit <= amount,
-        inv.c.max_unit >= amount,
-        amount % inv.c.step_size == 0,
-    )
-
-
 def list_providers(conn: sa.Connection, q: ProviderQuery) -> list[Provider]:
+    """The providers that pass every filter of ``q``, in id order.
+
+    ``UnknownTraits`` / ``UnknownResourceClass`` for names that do not exist;
+    an unknown aggregate or ``in_tree`` provider just matches nothing.
+    """
     sel = _select()
     if q.name is not None:
         sel = sel.where(_rp.c.name == q.name)
@@ -306,9 +272,9 @@ def list_providers(conn: sa.Connection, q: ProviderQuery) -> list[Provider]:
     if q.required:
         names = q.required.names()
         ids = trait_ids(conn, names)
-        missing = sorted(names - set(ids))
+        missing = names - set(ids)
         if missing:
-            raise errors.BadRequest(f"No such trait(s): {', '.join(missing)}.")
+            raise UnknownTraits(missing)
         for group in q.required.required:
             sel = sel.where(_rp.c.id.in_(
                 sa.select(rpt.c.resource_provider_id)
@@ -324,11 +290,11 @@ def list_providers(conn: sa.Connection, q: ProviderQuery) -> list[Provider]:
             all_uuids |= group
         agg_map = aggregate_ids(conn, all_uuids)
         for group in q.member_of.required:
-            ids = [agg_map[u] for u in group if u in agg_map]
-            if not ids:
+            agg_ids = [agg_map[u] for u in group if u in agg_map]
+            if not agg_ids:
                 return []
             sel = sel.where(_rp.c.id.in_(
-                sa.select(rpa.c.resource_provider_id).where(rpa.c.aggregate_id.in_(ids))))
+                sa.select(rpa.c.resource_provider_id).where(rpa.c.aggregate_id.in_(agg_ids))))
         forbidden_ids = [agg_map[u] for u in q.member_of.forbidden if u in agg_map]
         if forbidden_ids:
             sel = sel.where(_rp.c.id.not_in(
@@ -338,17 +304,12 @@ def list_providers(conn: sa.Connection, q: ProviderQuery) -> list[Provider]:
         rc_map = class_ids(conn, list(q.resources))
         for name in q.resources:
             if name not in rc_map:
-                raise errors.BadRequest(
-                    f"Invalid resource class in resources parameter: {name}")
+                raise UnknownResourceClass(name)
         for name, amount in q.resources.items():
             inv = t.inventories.alias()
-            usage = usage_subquery([rc_map[name]])
             fits = (sa.select(inv.c.resource_provider_id)
-                    .select_from(inv.outerjoin(
-                        usage, sa.and_(usage.c.resource_provider_id == inv.c.resource_provider_id,
-                                       usage.c.resource_class_id == inv.c.resource_class_id)))
                     .where(inv.c.resource_class_id == rc_map[name],
-                           capacity_clause(inv, usage, amount)))
+                           *capacity.room_for(inv, amount)))
             sel = sel.where(_rp.c.id.in_(fits))
     sel = sel.order_by(_rp.c.id)
     return [_to_provider(row) for row in conn.execute(sel)]

@@ -18,12 +18,12 @@ same generation bumps, which clients can observe):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 
-from allotment import errors
 from allotment.ledger import allocations, inventories, providers
-from allotment.ledger.retry import Race
+from allotment.ledger.errors import UnknownInventoryProvider
 
 
 @dataclass(frozen=True)
@@ -33,31 +33,18 @@ class NewInventory:
     provider_uuid: str
     generation: int
     # class name -> the record's fields as given (defaults filled later).
-    inventories: dict[str, dict]
-
-
-def _bump(conn: sa.Connection, provider: providers.Provider) -> None:
-    try:
-        providers.bump_generation(conn, provider)
-    except errors.ConcurrentUpdate:
-        raise Race(f"provider {provider.uuid} changed") from None
+    inventories: dict[str, dict[str, Any]]
 
 
 def reshape(conn: sa.Connection, new_inventories: list[NewInventory],
             claims: list[allocations.Claim]) -> None:
-    """One attempt at a reshape, inside the caller's write transaction."""
+    """One attempt at a reshape, on ``conn`` (run with ``retry.run_write``)."""
     targets: list[tuple[providers.Provider, NewInventory]] = []
     for new in new_inventories:
         provider = providers.get(conn, new.provider_uuid)
         if provider is None:
-            raise errors.BadRequest(
-                f"Resource provider {new.provider_uuid} in inventories not found: "
-                f"No resource provider with uuid {new.provider_uuid} found",
-                code=errors.RESOURCE_PROVIDER_NOT_FOUND)
-        if provider.generation != new.generation:
-            raise errors.ConcurrentUpdate(
-                f"resource provider generation conflict for provider {provider.uuid}: "
-                f"actual: {provider.generation}, given: {new.generation}")
+            raise UnknownInventoryProvider(new.provider_uuid)
+        providers.check_generation(provider, new.generation)
         records = [inventories.from_request(name, data)
                    for name, data in new.inventories.items()]
         inventories.check_capacity(provider.uuid, records, reserved_may_equal_total=True)
@@ -70,11 +57,11 @@ def reshape(conn: sa.Connection, new_inventories: list[NewInventory],
                  for inv in inventories.get_inventories(conn, provider.id)}
         union.update(new.inventories)
         inventories.replace_inventories(conn, provider, union)
-        _bump(conn, provider)
+        providers.bump_generation(conn, provider)
 
     allocations.write(conn, claims)
 
     for provider, new in targets:
-        current = providers.get(conn, provider.uuid)
+        current = providers.require(conn, provider.uuid)
         inventories.replace_inventories(conn, current, new.inventories)
-        _bump(conn, current)
+        providers.bump_generation(conn, current)

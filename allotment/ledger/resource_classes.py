@@ -8,13 +8,20 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from allotment import errors
 from allotment.db import tables as t
 from allotment.ledger.common import is_duplicate, utcnow
+from allotment.ledger.errors import (
+    ResourceClassExists,
+    ResourceClassIdsContended,
+    ResourceClassInUse,
+    ResourceClassNotFound,
+    StandardResourceClass,
+)
 
 MIN_CUSTOM_ID = 10000
 # Two writers may pick the same next id at once; the loser tries again.
@@ -40,7 +47,7 @@ def _select() -> sa.Select:
     return sa.select(_rc.c.id, _rc.c.name, _rc.c.created_at, _rc.c.updated_at)
 
 
-def _to_class(row) -> ResourceClass:
+def _to_class(row: sa.Row[Any]) -> ResourceClass:
     return ResourceClass(id=row.id, name=row.name, created_at=row.created_at,
                          updated_at=row.updated_at)
 
@@ -57,27 +64,15 @@ def get(conn: sa.Connection, name: str) -> ResourceClass | None:
 def require(conn: sa.Connection, name: str) -> ResourceClass:
     found = get(conn, name)
     if found is None:
-        raise errors.NotFound(f"No such resource class {name}.")
+        raise ResourceClassNotFound(name)
     return found
 
 
-class ClassExists(errors.Conflict):
-    pass
-
-
-class StandardClass(errors.BadRequest):
-    """Standard classes can be neither renamed nor deleted."""
-
-
-class ClassInUse(errors.Conflict):
-    pass
-
-
 def create(conn: sa.Connection, name: str) -> ResourceClass:
-    """Insert a custom class; ``ClassExists`` when the name is taken."""
+    """Insert a custom class; ``ResourceClassExists`` when the name is taken."""
     for _attempt in range(_CREATE_ATTEMPTS):
         if get(conn, name) is not None:
-            raise ClassExists(f"Resource class {name} already exists.")
+            raise ResourceClassExists(name)
         max_id = conn.execute(sa.select(sa.func.max(_rc.c.id))).scalar()
         next_id = max(MIN_CUSTOM_ID, (max_id or 0) + 1)
         try:
@@ -89,39 +84,45 @@ def create(conn: sa.Connection, name: str) -> ResourceClass:
                 continue
             raise
         return require(conn, name)
-    raise errors.Conflict(
-        "Max retries of DB transaction exceeded attempting to create resource class: "
-        f"{name}, please try again.")
+    raise ResourceClassIdsContended(name)
 
 
-def rename(conn: sa.Connection, old: ResourceClass, new_name: str) -> ResourceClass:
-    """Rename a custom class (1.2-1.6 PUT); ``ClassExists`` when the name is taken."""
-    if old.is_standard:
-        raise StandardClass(f"Cannot update standard resource class {old.name}")
-    if new_name != old.name:
-        other = get(conn, new_name)
-        if other is not None:
-            raise ClassExists(f"Resource class {new_name} already exists.")
+def ensure(conn: sa.Connection, name: str) -> bool:
+    """The class exists afterwards; True when this call created it (1.7+ PUT)."""
+    if get(conn, name) is not None:
+        return False
     try:
-        with conn.begin_nested():
-            conn.execute(_rc.update().where(_rc.c.id == old.id)
-                         .values(name=new_name, updated_at=utcnow()))
-    except IntegrityError as exc:
-        if is_duplicate(exc):
-            raise ClassExists(f"Resource class {new_name} already exists.") from None
-        raise
+        create(conn, name)
+    except ResourceClassExists:
+        return False  # Created meanwhile by somebody else: it exists, as asked.
+    return True
+
+
+def rename(conn: sa.Connection, name: str, new_name: str) -> ResourceClass:
+    """Rename a custom class (1.2-1.6 PUT); ``ResourceClassExists`` when the name is taken.
+
+    A name taken meanwhile by a concurrent writer is a duplicate key: a lost
+    race, whose next attempt finds the other class.
+    """
+    old = require(conn, name)
+    if old.is_standard:
+        raise StandardResourceClass(old.name, "update")
+    if new_name != old.name and get(conn, new_name) is not None:
+        raise ResourceClassExists(new_name)
+    conn.execute(_rc.update().where(_rc.c.id == old.id)
+                 .values(name=new_name, updated_at=utcnow()))
     return require(conn, new_name)
 
 
-def delete(conn: sa.Connection, rc: ResourceClass) -> None:
+def delete(conn: sa.Connection, name: str) -> None:
     """Delete a custom class that no inventory uses."""
+    rc = require(conn, name)
     if rc.is_standard:
-        raise StandardClass(f"Cannot delete standard resource class {rc.name}.")
+        raise StandardResourceClass(rc.name, "delete")
     in_use = conn.execute(sa.select(t.inventories.c.id)
                           .where(t.inventories.c.resource_class_id == rc.id).limit(1)).first()
     if in_use:
-        raise ClassInUse(
-            f"Cannot delete resource class {rc.name}. Class is in use in inventory.")
+        raise ResourceClassInUse(rc.name)
     result = conn.execute(_rc.delete().where(_rc.c.id == rc.id))
     if result.rowcount != 1:
-        raise errors.NotFound(f"No such resource class {rc.name}.")
+        raise ResourceClassNotFound(rc.name)

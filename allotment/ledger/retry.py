@@ -9,6 +9,10 @@ never counts its own earlier attempt as existing usage.
 
 Database-level losses (deadlock, serialization failure, a unique key taken
 by a concurrent insert) are treated the same way.
+
+This is the one idiom for writes: a handler states the transaction and its
+retry boundary in one line, ``retry.run_write(db, lambda conn: ledger_fn(conn,
+...))``, and the ledger function does every step of the write on ``conn``.
 """
 
 from __future__ import annotations
@@ -18,14 +22,15 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterator
+from types import TracebackType
 from typing import TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from allotment import errors
 from allotment.db.engine import Database
 from allotment.ledger.common import is_duplicate
+from allotment.ledger.errors import Race, RetriesExhausted
 
 LOG = logging.getLogger(__name__)
 
@@ -41,16 +46,7 @@ _MYSQL_TRANSIENT = {1205, 1213}
 WRITE_RETRIES = 5
 
 
-class Race(Exception):
-    """A generation compare-and-set found that somebody else committed first."""
-
-
-class RetriesExhausted(errors.ConcurrentUpdate):
-    """Still losing races after the configured number of retries."""
-
-    def __init__(self) -> None:
-        super().__init__("Another thread concurrently updated the resource provider "
-                         "data. Please retry your update")
+__all__ = ["Race", "RetriesExhausted", "WRITE_RETRIES", "attempts", "run_write"]
 
 
 def is_transient(exc: DBAPIError) -> bool:
@@ -84,7 +80,8 @@ class Attempt:
         self._transaction = self._db.write()
         return self._transaction.__enter__()
 
-    def __exit__(self, kind, value, traceback) -> bool:
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> bool:
         assert self._transaction is not None
         try:
             self._transaction.__exit__(kind, value, traceback)
@@ -141,13 +138,17 @@ def attempts(db: Database, retries: int = WRITE_RETRIES) -> Iterator[Attempt]:
     raise RetriesExhausted()
 
 
-def write_with_retries(db: Database, attempt: Callable[[Connection], T], retries: int) -> T:
-    """Run ``attempt(conn)`` in a write transaction; on a race, again in a new one.
+def run_write(db: Database, work: Callable[[Connection], T],
+              retries: int = WRITE_RETRIES) -> T:
+    """Run ``work(conn)`` in a write transaction; on a lost race, again in a new one.
 
-    ``retries`` is ``[placement] allocation_conflict_retry_count`` for claims:
-    how many times a lost race is tried again before answering 409.
+    ``retries`` is how many times a lost race is tried again before
+    ``RetriesExhausted``: for claims and reshapes ``[placement]
+    allocation_conflict_retry_count``, for other writes ``WRITE_RETRIES``
+    (an operator who sets the option to 0 to see claim conflicts at once
+    keeps the protection of other writes against deadlocks).
     """
     for transaction in attempts(db, retries):
         with transaction as conn:
-            return attempt(conn)
+            return work(conn)
     raise AssertionError("attempts() either yields until success or raises")

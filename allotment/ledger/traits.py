@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from allotment import errors
 from allotment.db import tables as t
+from allotment.ledger import providers
 from allotment.ledger.common import is_duplicate, utcnow
+from allotment.ledger.errors import StandardTrait, TraitInUse, TraitNotFound, UnknownTraits
 from allotment.ledger.providers import Provider
 
 CUSTOM_PREFIX = "CUSTOM_"
-CONCURRENT_MESSAGE = ("Another thread concurrently updated the resource provider data. "
-                      "Please retry your update")
 
 _trait = t.traits
 _rpt = t.resource_provider_traits
@@ -37,7 +37,7 @@ def _select() -> sa.Select:
     return sa.select(_trait.c.id, _trait.c.name, _trait.c.created_at, _trait.c.updated_at)
 
 
-def _to_trait(row) -> Trait:
+def _to_trait(row: sa.Row[Any]) -> Trait:
     return Trait(id=row.id, name=row.name, created_at=row.created_at,
                  updated_at=row.updated_at)
 
@@ -69,7 +69,7 @@ def get(conn: sa.Connection, name: str) -> Trait | None:
 def require(conn: sa.Connection, name: str) -> Trait:
     found = get(conn, name)
     if found is None:
-        raise errors.NotFound(f"No such trait(s): {name}.")
+        raise TraitNotFound(name)
     return found
 
 
@@ -94,14 +94,14 @@ def delete(conn: sa.Connection, name: str) -> None:
     """Delete a custom trait that no provider has."""
     trait = require(conn, name)
     if not name.startswith(CUSTOM_PREFIX):
-        raise errors.BadRequest(f"Cannot delete standard trait {name}.")
+        raise StandardTrait(name)
     in_use = conn.execute(sa.select(_rpt.c.trait_id)
                           .where(_rpt.c.trait_id == trait.id).limit(1)).first()
     if in_use:
-        raise errors.Conflict(f"The trait {name} is in use by a resource provider.")
+        raise TraitInUse(name)
     result = conn.execute(_trait.delete().where(_trait.c.id == trait.id))
     if result.rowcount != 1:
-        raise errors.NotFound(f"No such trait(s): {name}.")
+        raise TraitNotFound(name)
 
 
 def provider_traits(conn: sa.Connection, provider_id: int) -> list[Trait]:
@@ -110,12 +110,38 @@ def provider_traits(conn: sa.Connection, provider_id: int) -> list[Trait]:
     return [_to_trait(row) for row in conn.execute(sel)]
 
 
+def replace_for_provider(conn: sa.Connection, provider_uuid: str, generation: int,
+                         names: list[str]) -> tuple[int, list[Trait]]:
+    """Make the traits ``names`` the provider's; its generation and traits after it.
+
+    The generation is bumped only when something changed, as upstream does.
+    """
+    provider = providers.require(conn, provider_uuid)
+    providers.check_generation(provider, generation)
+    wanted = set(names)
+    found = list_traits(conn, names=sorted(wanted)) if wanted else []
+    missing = wanted - {trait.name for trait in found}
+    if missing:
+        raise UnknownTraits(missing)
+    if set_provider_traits(conn, provider, found):
+        return providers.bump_generation(conn, provider), found
+    return provider.generation, found
+
+
+def clear_for_provider(conn: sa.Connection, provider_uuid: str) -> None:
+    """Remove every trait from the provider (a bump when it had any)."""
+    provider = providers.require(conn, provider_uuid)
+    if set_provider_traits(conn, provider, []):
+        providers.bump_generation(conn, provider)
+
+
 def set_provider_traits(conn: sa.Connection, provider: Provider,
                         wanted: list[Trait]) -> bool:
     """Make ``wanted`` the provider's traits; True when anything changed.
 
-    The caller bumps the generation when something changed (and only then,
-    as upstream does).
+    The caller bumps the generation when something changed. A trait added
+    meanwhile by a concurrent writer is a duplicate key: a lost race, run
+    again by the retry loop.
     """
     existing = {row.trait_id for row in conn.execute(
         sa.select(_rpt.c.trait_id).where(_rpt.c.resource_provider_id == provider.id))}
@@ -127,13 +153,7 @@ def set_provider_traits(conn: sa.Connection, provider: Provider,
                                          _rpt.c.trait_id.in_(sorted(to_delete))))
     if to_add:
         now = utcnow()
-        try:
-            conn.execute(_rpt.insert(), [
-                {"resource_provider_id": provider.id, "trait_id": trait_id, "created_at": now}
-                for trait_id in sorted(to_add)])
-        except IntegrityError as exc:
-            if is_duplicate(exc):
-                # A concurrent request added it: its generation bump wins.
-                raise errors.ConcurrentUpdate(CONCURRENT_MESSAGE) from None
-            raise
+        conn.execute(_rpt.insert(), [
+            {"resource_provider_id": provider.id, "trait_id": trait_id, "created_at": now}
+            for trait_id in sorted(to_add)])
     return bool(to_delete or to_add)

@@ -1,9 +1,9 @@
 """JSON Schemas for inventory bodies (one record, a POSTed record, a full set)."""
 
+from allotment.ledger.inventories import MAX_INT
 from allotment.schemas.common import RC_PATTERN
 
-# Upstream's column bounds: a signed 32-bit integer and a single-precision float.
-MAX_INT = 2147483647
+# Upstream's column bounds: a signed 32-bit integer (MAX_INT) and a single-precision float.
 MAX_FLOAT = 3.40282e+38
 
 

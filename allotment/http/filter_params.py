@@ -8,9 +8,9 @@ Messages match upstream's, as clients and operators know them.
 from __future__ import annotations
 
 from allotment import errors
-from allotment.filters import AggregateFilter, TraitFilter
 from allotment.http.microversion import Version
 from allotment.http.request import Query, is_uuid_like
+from allotment.ledger.filters import AggregateFilter, TraitFilter
 
 _RESOURCES_FORM = ("Badly formed resources parameter. Expected resources query string "
                    "parameter in form: ?resources=VCPU:2,MEMORY_MB:1024. Got: {}.")

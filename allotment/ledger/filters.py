@@ -1,4 +1,4 @@
-"""Plain filter values shared by provider listing and allocation candidates."""
+"""Plain filter values (traits, aggregates) shared by provider listing and candidates."""
 
 from __future__ import annotations
 

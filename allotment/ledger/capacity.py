@@ -1,0 +1,66 @@
+"""The capacity rule, once: how much of an inventory can still be allocated.
+
+An inventory record of a class on a provider can hold at most
+``(total - reserved) * allocation_ratio`` (truncated to a whole number, as
+the API shows it), and one allocation from it must lie within
+``min_unit..max_unit`` and be a multiple of ``step_size``.
+
+The rule is here twice, in the two languages that need it, side by side:
+``capacity``/``amount_allowed`` in Python (the claim check, the candidate
+engine's room per provider, the summaries) and ``usage``/``room_for`` as SQL
+expressions (the candidate filter and the provider list's ``resources``
+filter). They agree by construction on every amount the API accepts: for a
+whole number ``n``, ``n <= int(c)`` exactly when ``n <= c`` for ``c >= 0``,
+and for ``c < 0`` both are false for every ``n >= 0``; the SQL therefore
+compares with the untruncated product, which every backend computes in
+double precision as Python does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from allotment.db import tables as t
+
+
+def capacity(total: int, reserved: int, allocation_ratio: float) -> int:
+    """The most that can be allocated from an inventory record in all."""
+    return int((total - reserved) * allocation_ratio)
+
+
+def amount_allowed(amount: int, min_unit: int, max_unit: int, step_size: int) -> bool:
+    """One allocation of ``amount`` respects the record's unit rules."""
+    return min_unit <= amount <= max_unit and amount % step_size == 0
+
+
+# --- the same rule in SQL, on an alias of the inventories table ---------------
+
+_ALLOCATED = t.allocations.alias("allocated")
+
+
+def usage(inventory: Any) -> sa.ScalarSelect[Any]:
+    """The amount allocated from an inventory row (a correlated subquery).
+
+    ``inventory`` is an alias of ``inventories``. The subquery reads the
+    allocations index on (provider, class) and is 0 when nothing is allocated.
+    """
+    return (sa.select(sa.func.coalesce(sa.func.sum(_ALLOCATED.c.used), 0))
+            .where(_ALLOCATED.c.resource_provider_id == inventory.c.resource_provider_id,
+                   _ALLOCATED.c.resource_class_id == inventory.c.resource_class_id)
+            .scalar_subquery())
+
+
+def room_for(inventory: Any, amount: Any) -> list[sa.ColumnElement[bool]]:
+    """Conditions: the inventory row can take one more allocation of ``amount``.
+
+    ``amount`` is an integer or a bound parameter.
+    """
+    return [
+        usage(inventory) + amount
+        <= (inventory.c.total - inventory.c.reserved) * inventory.c.allocation_ratio,
+        inventory.c.min_unit <= amount,
+        inventory.c.max_unit >= amount,
+        amount % inventory.c.step_size == 0,
+    ]
