@@ -118,3 +118,27 @@ def test_refusals_change_nothing(client, database, tree):
     body["allocations"][C2] = _entry({cn: {"VCPU": 4}}, 1)
     refused(body, 409, "update conflict: Inventory for 'VCPU' on resource provider",
             errors.INVENTORY_INUSE)
+
+
+def test_a_provider_may_give_away_all_its_inventory(client, tree):
+    cn, numa = tree
+    body = {
+        "inventories": {
+            cn: {"resource_provider_generation": 3, "inventories": {}},
+            numa: {"resource_provider_generation": 0,
+                   "inventories": {"VCPU": {"total": 8}, "DISK_GB": {"total": 100}}},
+        },
+        "allocations": {
+            C1: _entry({numa: {"VCPU": 2, "DISK_GB": 10}}, 1),
+            C2: _entry({numa: {"VCPU": 4}}, 1),
+        },
+    }
+    resp = client.post("/reshaper", body, version="1.30", headers=SERVICE)
+    assert resp.status == 204, resp
+    assert client.get(f"/resource_providers/{cn}/inventories").json() == {
+        "resource_provider_generation": 5, "inventories": {}}
+    assert usages(client, cn) == {}
+    assert usages(client, numa) == {"VCPU": 6, "DISK_GB": 10}
+    # No interim step for cn (nothing to add): the allocations and the final
+    # inventory bump it, as upstream.
+    assert (generation(client, cn), generation(client, numa)) == (5, 3)

@@ -79,6 +79,9 @@ def test_rename_before_1_7(client):
     assert resp.json()["name"] == "CUSTOM_C"
     assert resp.json()["links"][0]["href"] == "/resource_classes/CUSTOM_C"
     assert "last-modified" not in resp.headers
+    # Renaming to the name it has is no conflict.
+    resp = client.put("/resource_classes/CUSTOM_B", {"name": "CUSTOM_B"}, version="1.6")
+    assert resp.status == 200 and resp.json()["name"] == "CUSTOM_B"
     resp = client.put("/resource_classes/CUSTOM_B", {"name": "CUSTOM_C"}, version="1.6")
     assert resp.status == 409
     assert "Resource class already exists: CUSTOM_C" in resp.detail
