@@ -16,6 +16,7 @@ serve: install
 
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 test: install lint
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest --cov --cov-report=term

@@ -9,6 +9,7 @@ import os
 import sys
 
 import platformdirs
+from oslo_config import cfg
 
 from allotment import config
 
@@ -27,7 +28,7 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _load_conf(args) -> object:
+def _load_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
     files = args.config_file if args.config_file else None
     conf = config.load(files, args.config_dir or [])
     if files is None and not config.default_config_files():
@@ -47,9 +48,10 @@ def _default_workers() -> int:
     return max(2, os.cpu_count() or 1)
 
 
-def cmd_serve(args) -> int:
+def cmd_serve(args: argparse.Namespace) -> int:
     from allotment import server, wsgi
     from allotment.db.engine import make_url
+    from allotment.db.setup import database_from_conf, prepare_database
 
     conf = _load_conf(args)
     if conf.api.auth_strategy == "noauth2" and not _is_loopback(args.host) \
@@ -58,8 +60,8 @@ def cmd_serve(args) -> int:
               f"{args.host}: anyone could act as admin. Use keystone, or pass "
               "--allow-noauth-remote if you really mean it.", file=sys.stderr)
         return 2
-    db = wsgi.database_from_conf(conf)
-    wsgi.prepare_database(db, conf)
+    db = database_from_conf(conf)
+    prepare_database(db, conf)
     db.dispose()
     url = make_url(conf.placement_database.connection)
     shown = url.render_as_string(hide_password=True)
@@ -75,28 +77,34 @@ def cmd_serve(args) -> int:
     return 0
 
 
-def cmd_db(args) -> int:
-    from allotment import wsgi
+def cmd_db(args: argparse.Namespace) -> int:
     from allotment.db import migrate, standard_names
+    from allotment.db.setup import database_from_conf
 
     conf = _load_conf(args)
-    db = wsgi.database_from_conf(conf)
-    if args.db_command in ("upgrade", "sync"):
-        migrate.upgrade(db.engine)
-        standard_names.sync(db.engine)
-        print(f"database at revision {migrate.current(db.engine)}")
-    elif args.db_command == "version":
-        print(migrate.current(db.engine) or "None")
+    db = database_from_conf(conf)
+    try:
+        if args.db_command in ("upgrade", "sync"):
+            migrate.upgrade(db.engine)
+            standard_names.sync(db.engine)
+            print(f"database at revision {migrate.current(db.engine)}")
+        elif args.db_command == "version":
+            print(migrate.current(db.engine) or "None")
+    finally:
+        db.dispose()
     return 0
 
 
-def cmd_status(args) -> int:
-    from allotment import wsgi
+def cmd_status(args: argparse.Namespace) -> int:
     from allotment.db import migrate
+    from allotment.db.setup import database_from_conf
 
     conf = _load_conf(args)
-    db = wsgi.database_from_conf(conf)
-    current, head = migrate.current(db.engine), migrate.head()
+    db = database_from_conf(conf)
+    try:
+        current, head = migrate.current(db.engine), migrate.head()
+    finally:
+        db.dispose()
     ok = current == head
     print("+----------------------------------+")
     print("| Upgrade Check Results            |")

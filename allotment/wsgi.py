@@ -7,16 +7,32 @@ and OS_<GROUP>__<OPTION> environment variables.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import falcon
 from oslo_config import cfg
 
 from allotment import auth, config
-from allotment.db import migrate, standard_names
-from allotment.db.engine import Database, create_engine
+from allotment.db.engine import Database
+from allotment.db.setup import database_from_conf, prepare_database
+from allotment.handlers import (
+    aggregates,
+    allocation_candidates,
+    allocations,
+    inventories,
+    provider_allocations,
+    providers,
+    reshaper,
+    resource_classes,
+    root,
+    traits,
+    usages,
+)
+from allotment.handlers.base import Resource
+from allotment.http.context import Request
 from allotment.http.errors import handle_exception
 from allotment.http.middleware import PlacementMiddleware
 from allotment.policy import Policy
@@ -24,74 +40,54 @@ from allotment.services import Services
 
 LOG = logging.getLogger(__name__)
 
-# URI template -> "module:Class" under allotment.handlers.
-ROUTES: list[tuple[str, str]] = [
-    ("/", "root:Root"),
-    ("/resource_providers", "providers:ProviderCollection"),
-    ("/resource_providers/{uuid}", "providers:Provider"),
-    ("/allocation_candidates", "allocation_candidates:AllocationCandidates"),
-    ("/resource_providers/{uuid}/inventories", "inventories:ProviderInventories"),
-    ("/resource_providers/{uuid}/inventories/{resource_class}", "inventories:ProviderInventory"),
-    ("/resource_providers/{uuid}/traits", "traits:ProviderTraits"),
-    ("/resource_providers/{uuid}/aggregates", "aggregates:ProviderAggregates"),
-    ("/resource_classes", "resource_classes:ResourceClassCollection"),
-    ("/resource_classes/{name}", "resource_classes:ResourceClass"),
-    ("/traits", "traits:TraitCollection"),
-    ("/traits/{name}", "traits:Trait"),
-    ("/resource_providers/{uuid}/allocations", "provider_allocations:ProviderAllocations"),
-    ("/resource_providers/{uuid}/usages", "usages:ProviderUsages"),
-    ("/allocations", "allocations:Allocations"),
-    ("/allocations/{consumer_uuid}", "allocations:ConsumerAllocations"),
-    ("/usages", "usages:Usages"),
-    ("/reshaper", "reshaper:Reshaper"),
+# URI template -> handler class (built with the Services).
+ROUTES: list[tuple[str, type[Resource]]] = [
+    ("/", root.Root),
+    ("/resource_providers", providers.ProviderCollection),
+    ("/resource_providers/{uuid}", providers.Provider),
+    ("/allocation_candidates", allocation_candidates.AllocationCandidates),
+    ("/resource_providers/{uuid}/inventories", inventories.ProviderInventories),
+    ("/resource_providers/{uuid}/inventories/{resource_class}", inventories.ProviderInventory),
+    ("/resource_providers/{uuid}/traits", traits.ProviderTraits),
+    ("/resource_providers/{uuid}/aggregates", aggregates.ProviderAggregates),
+    ("/resource_classes", resource_classes.ResourceClassCollection),
+    ("/resource_classes/{name}", resource_classes.ResourceClass),
+    ("/traits", traits.TraitCollection),
+    ("/traits/{name}", traits.Trait),
+    ("/resource_providers/{uuid}/allocations", provider_allocations.ProviderAllocations),
+    ("/resource_providers/{uuid}/usages", usages.ProviderUsages),
+    ("/allocations", allocations.Allocations),
+    ("/allocations/{consumer_uuid}", allocations.ConsumerAllocations),
+    ("/usages", usages.Usages),
+    ("/reshaper", reshaper.Reshaper),
 ]
 
 
-def database_from_conf(conf: cfg.ConfigOpts) -> Database:
-    db_conf = conf.placement_database
-    if not db_conf.connection:
-        raise RuntimeError("[placement_database] connection is not set")
-    engine = create_engine(
-        db_conf.connection,
-        sqlite_synchronous=db_conf.sqlite_synchronous,
-        pool_size=db_conf.max_pool_size,
-        max_overflow=db_conf.max_overflow,
-        pool_timeout=db_conf.pool_timeout,
-        recycle=db_conf.connection_recycle_time,
-        echo=db_conf.connection_debug >= 100,
-    )
-    return Database(engine)
-
-
-def prepare_database(db: Database, conf: cfg.ConfigOpts) -> None:
-    """Schema upgrade (when configured) and the standard names sync."""
-    if conf.placement_database.sync_on_startup:
-        migrate.upgrade(db.engine)
-    standard_names.sync(db.engine)
-
-
 def build_falcon_app(services: Services) -> falcon.App:
-    app = falcon.App(middleware=[PlacementMiddleware()])
+    app = falcon.App(middleware=[PlacementMiddleware()], request_type=Request)
     app.req_options.strip_url_path_trailing_slash = False
     app.resp_options.secure_cookies_by_default = False
     # Bodiless answers (201 before 1.20, 204) carry no content-type, as upstream.
-    app.resp_options.default_media_type = None
-    for template, target in ROUTES:
-        module_name, class_name = target.split(":")
-        module = importlib.import_module(f"allotment.handlers.{module_name}")
-        app.add_route(template, getattr(module, class_name)(services))
+    app.resp_options.default_media_type = None  # type: ignore[assignment]
+    for template, resource in ROUTES:
+        app.add_route(template, resource(services))
     app.add_error_handler(Exception, handle_exception)
     app.add_error_handler(falcon.HTTPError, handle_exception)
     return app
 
 
-def make_app(conf: cfg.ConfigOpts, db: Database | None = None, prepare: bool = True):
+# A WSGI application: environ and start_response in, the body's chunks out.
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def make_app(conf: cfg.ConfigOpts, db: Database | None = None,
+             prepare: bool = True) -> WSGIApp:
     """The full WSGI stack for ``conf`` (outermost middleware last in the list)."""
     db = db or database_from_conf(conf)
     if prepare:
         prepare_database(db, conf)
     services = Services(conf=conf, db=db, policy=Policy(conf))
-    app = build_falcon_app(services)
+    app: WSGIApp = build_falcon_app(services)
     app = auth.IdentityMiddleware(app)
     if conf.api.auth_strategy == "noauth2":
         app = auth.NoAuthMiddleware(app)
@@ -126,10 +122,11 @@ class _LazyApplication:
     """Defers reading config and connecting until the server first calls us."""
 
     def __init__(self) -> None:
-        self._app = None
+        self._app: WSGIApp | None = None
         self._lock = threading.Lock()
 
-    def __call__(self, environ, start_response):
+    def __call__(self, environ: dict[str, Any],
+                 start_response: Callable[..., Any]) -> Iterable[bytes]:
         if self._app is None:
             with self._lock:
                 if self._app is None:

@@ -8,7 +8,8 @@
 3. nested: compute nodes with two NUMA children carrying VCPU and MEMORY_MB, each
    with an FPGA and a VGPU device below; granular groups, same_subtree, isolate.
 4. wide: roots with 8 and 16 identical one-VGPU device children and single-device
-   hosts; six ``resourcesN=VGPU:1`` groups, group_policy=none, with and without limit.
+   hosts; six ``resourcesN=VGPU:1`` groups, group_policy=none, with and without limit;
+   then one group more than a wide root has devices (no candidates).
 
 Each workload's providers carry names (and uuids derived from them) of their own, so
 they can share one long-lived server in ``--url`` mode.
@@ -366,9 +367,9 @@ class Wide(Scenario):
                 roots.append(Provider(name=host, children=children))
         return roots
 
-    def query(self, width: int, limit: int | None) -> str:
+    def query(self, width: int, limit: int | None, groups: int | None = None) -> str:
         parts = [f"resources{g}=VGPU:1&required{g}={self.trait(width)}"
-                 for g in range(1, self.groups + 1)]
+                 for g in range(1, (groups or self.groups) + 1)]
         parts.append("group_policy=none")
         if limit is not None:
             parts.append(f"limit={limit}")
@@ -397,6 +398,12 @@ class Wide(Scenario):
                                      note=f"skipped: {self.expected(width):,} candidates")
                     continue
                 group.measure_query(label, self.query(width, limit), throughput=False)
+        # More groups than devices: nothing fits, which must show without trying
+        # every ordered pick of devices.
+        for width in self.widths:
+            label = f"{width} devices per root, {width + 1} groups (none fit)"
+            group.measure_query(label, self.query(width, None, groups=width + 1),
+                                throughput=False)
 
 
 def build(settings: Settings, only: set[str]) -> list[Scenario]:

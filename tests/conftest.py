@@ -1,12 +1,13 @@
 """Test fixtures: the app in-process over real databases.
 
-Every test that uses ``client`` runs once per backend: SQLite always, and
-PostgreSQL and MariaDB/MySQL when reachable (CI makes sure they are). Each
-backend gets a database of its own for the session, created and dropped
-here; tables are emptied between tests.
+Every test that uses ``client`` runs once per backend: SQLite, PostgreSQL and
+MariaDB/MySQL. Each backend gets a database of its own for the session,
+created and dropped here; tables are emptied between tests.
 
 ALLOTMENT_TEST_DATABASES=sqlite,postgresql,mysql selects backends;
 ALLOTMENT_TEST_POSTGRESQL_URL / ALLOTMENT_TEST_MYSQL_URL name the servers.
+A selected server that cannot be reached stops the session before any test
+runs (never a skip: CI must not pass without a backend).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import uuid
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
 
 from allotment import config
 from allotment.db import migrate, standard_names
@@ -35,6 +38,60 @@ SERVER_URLS = {
 def _backends() -> list[str]:
     chosen = os.environ.get("ALLOTMENT_TEST_DATABASES", "sqlite,postgresql,mysql")
     return [name.strip() for name in chosen.split(",") if name.strip()]
+
+
+def _url_variable(backend: str) -> str:
+    return f"ALLOTMENT_TEST_{backend.upper()}_URL"
+
+
+def connect_failure(backend: str, url: str, timeout: float = 3.0) -> str | None:
+    """Why a connection to the ``backend`` server at ``url`` fails; None if it works."""
+    # libpq counts whole seconds, at least 2; PyMySQL's connect_timeout ends with the
+    # TCP connect, so the server's greeting needs a read_timeout.
+    connect_args: dict[str, float] = (
+        {"connect_timeout": max(2, round(timeout))} if backend == "postgresql"
+        else {"connect_timeout": timeout, "read_timeout": timeout})
+    engine = None
+    try:
+        engine = sa.create_engine(normalize_url(url), poolclass=NullPool,
+                                  connect_args=connect_args)
+        with engine.connect():
+            return None
+    except Exception as exc:  # a missing driver, a refusal, a timeout, a wrong password
+        lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+        return lines[0] if lines else type(exc).__name__
+    finally:
+        if engine is not None:
+            engine.dispose()
+
+
+def unreachable_servers_message(servers: dict[str, str], timeout: float = 3.0) -> str | None:
+    """One message naming each server of ``servers`` (backend -> URL) that cannot be
+    reached and saying how to run without it; None when all answer."""
+    failed: list[str] = []
+    lines: list[str] = []
+    for backend, url in servers.items():
+        reason = connect_failure(backend, url, timeout)
+        if reason is not None:
+            failed.append(backend)
+            shown = make_url(url).render_as_string(hide_password=True)
+            lines.append(f"cannot connect to the {backend} test database at {shown}: {reason}")
+    if not failed:
+        return None
+    variables = " / ".join(_url_variable(backend) for backend in failed)
+    lines.append(f"Start {'them' if len(failed) > 1 else 'it'}, limit the run to the "
+                 "backends you have "
+                 "(ALLOTMENT_TEST_DATABASES=sqlite make test), "
+                 f"or point {variables} at another server.")
+    return "\n".join(lines)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    servers = {backend: SERVER_URLS[backend] for backend in _backends()
+               if backend in SERVER_URLS}
+    message = unreachable_servers_message(servers)
+    if message is not None:
+        raise pytest.UsageError(message)
 
 
 def _create_server_database(backend: str) -> str:

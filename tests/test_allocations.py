@@ -7,8 +7,8 @@ import uuid
 import pytest
 
 from allotment import errors
-from allotment.ledger.errors import Race
 from allotment.ledger import providers as providers_ledger
+from allotment.ledger.errors import Race
 from tests.claims_support import generation, provider_with, put, state, usages
 
 C1 = "11111111-1111-1111-1111-111111111111"

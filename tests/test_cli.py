@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import os_resource_classes as orc
 import os_traits
@@ -59,18 +61,45 @@ def test_noauth_refused_on_public_address(tmp_path, capsys):
     assert "refusing to serve auth_strategy=noauth2" in capsys.readouterr().err
 
 
-def test_db_upgrade_is_idempotent_and_status_checks(tmp_path):
+def test_db_upgrade_is_idempotent_and_status_checks(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
     url = f"sqlite:///{tmp_path}/cli.db"
     for _ in range(2):
-        out = subprocess.run(ALLOTMENT + ["db", "upgrade", "--database-url", url],
-                             capture_output=True, text=True, check=True).stdout
-        assert "revision" in out
-    version = subprocess.run(ALLOTMENT + ["db", "version", "--database-url", url],
-                             capture_output=True, text=True, check=True).stdout.strip()
-    assert version == "0001"
-    status = subprocess.run(ALLOTMENT + ["status", "upgrade", "check", "--database-url", url],
-                            capture_output=True, text=True)
-    assert status.returncode == 0 and "Success" in status.stdout
+        assert cli.main(["db", "upgrade", "--database-url", url]) == 0
+        assert "revision" in capsys.readouterr().out
+    assert cli.main(["db", "version", "--database-url", url]) == 0
+    assert capsys.readouterr().out.strip() == "0001"
+    code = cli.main(["status", "upgrade", "check", "--database-url", url])
+    assert code == 0 and "Success" in capsys.readouterr().out
+
+
+# What only ``allotment serve`` and ``allotment.wsgi:application`` need.
+WEB_STACK: tuple[str, ...] = ("falcon", "keystonemiddleware", "oslo_policy", "allotment.wsgi")
+
+_DB_COMMANDS_SCRIPT = """
+import json, sys
+from allotment import cli
+url = sys.argv[1]
+codes = [cli.main(["db", "upgrade", "--database-url", url]),
+         cli.main(["db", "version", "--database-url", url]),
+         cli.main(["status", "upgrade", "check", "--database-url", url])]
+print(json.dumps({"codes": codes, "modules": sorted(sys.modules)}))
+"""
+
+
+def test_database_commands_do_not_load_the_web_stack(tmp_path: Path) -> None:
+    """``allotment db`` and ``allotment status`` import the database layer only.
+
+    A fresh interpreter, since this test process has the web stack loaded.
+    """
+    out = subprocess.run([sys.executable, "-c", _DB_COMMANDS_SCRIPT,
+                          f"sqlite:///{tmp_path}/light.db"],
+                         capture_output=True, text=True, check=True).stdout
+    result = json.loads(out.splitlines()[-1])
+    assert result["codes"] == [0, 0, 0]
+    loaded = [name for name in result["modules"]
+              if any(name == top or name.startswith(top + ".") for top in WEB_STACK)]
+    assert loaded == []
 
 
 def test_serve_with_operator_config_and_sigterm(tmp_path):

@@ -191,7 +191,7 @@ def _sort_rows(groups: list[GroupIds], rows: list[MatchRow]) -> _Matches:
 
 
 def _spread(conn: sa.Connection, groups: list[GroupIds], request: CandidateRequest,
-            settings: Settings, rng: random.Random | None, names: query.Names,
+            settings: Settings, rng: random.Random | None, names: query.NameIds,
             roots: query.Roots) -> list[Candidate]:
     unsuffixed = next((g for g in groups if not g.same_provider), None)
     unsuffixed_traits = sorted({trait for s in unsuffixed.required for trait in s}) \
@@ -235,7 +235,7 @@ def _spread(conn: sa.Connection, groups: list[GroupIds], request: CandidateReque
             options.append(_granular_options(serving[index], facts, anchors, roots))
             continue
         for (i, rc), rps in zip(matches.parts, matches.by_part, strict=True):
-            if i == index:
+            if i == index and rc is not None:
                 amount = dict(group.resources)[rc]
                 slots.append(Slot("", ((rc, amount),), (), False))
                 options.append(_unsuffixed_options(group, rps, facts, anchors, roots))

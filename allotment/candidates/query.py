@@ -1,22 +1,23 @@
-"""The SQL of the candidate search: a fixed handful of queries per request.
+"""The SQL of the candidate search, before the summaries: a handful of queries.
 
 1. ``resolve``: class, trait, aggregate and provider names to ids, and in
    the same statement the layout: are there trees, and do nested or sharing
    providers hold any of the requested classes? If not, every candidate is a
-   single provider and ``single_trees`` answers the whole request in SQL,
-   ``LIMIT`` included, with the summaries of the trees it picks, in one
-   statement. With randomisation ``single_providers``
-   draws in SQL and ``summaries`` follows.
+   single provider: ``single_statement`` (here) selects them, filters,
+   order and ``LIMIT`` included, and ``summaries.single_trees`` reads their
+   trees in the same statement; with randomisation ``single_providers``
+   draws in SQL and ``summaries.summaries`` follows.
 2. ``match``: otherwise, for every request group and class, the providers
-   with room for the amount (capacity, reserved, allocation ratio, min/max
-   unit, step size, current usage) that also pass the group's trait and
-   aggregate filters, with a few flag bits the Python side needs. All parts
-   go out as one ``UNION ALL``.
+   with room for the amount (``ledger.capacity``: reserved, allocation
+   ratio, min/max unit, step size, current usage) that also pass the group's
+   trait and aggregate filters, with a few flag bits (``MatchFlag``) the
+   Python side needs. All parts go out as one ``UNION ALL``.
 3. ``sharing_anchors``: the trees each sharing provider serves (one query,
    only when sharing providers matched).
 4. ``tree_parents``: the shape of the matched trees (only for same_subtree).
-5. ``summaries``: providers, inventories, usage and traits of the trees in
-   the answer (one statement per chunk of ids, bounded by what is returned).
+
+The provider summaries of the trees in the answer are read last, by
+``candidates.summaries``.
 
 Statements are built from a hashable *shape* (how many classes, trait sets,
 ... but no values) and cached, so a request pays for SQLAlchemy construction
@@ -92,7 +93,7 @@ class Layout:
 
 
 @dataclass
-class Names:
+class NameIds:
     """Internal ids for the names a request uses (and the layout of the cloud)."""
 
     classes: dict[str, int] = field(default_factory=dict)
@@ -144,7 +145,7 @@ def _resolve_statement(custom: bool, aggregates: bool, trees: bool):
     return parts[0] if len(parts) == 1 else sa.union_all(*parts)
 
 
-def resolve(conn: sa.Connection, request: CandidateRequest) -> Names:
+def resolve(conn: sa.Connection, request: CandidateRequest) -> NameIds:
     """Look every name up at once; 400 for unknown classes and traits."""
     custom = sorted(request.requested_classes() - set(STANDARD_CLASS_IDS))
     trait_names = set(request.root_required | request.root_forbidden) | {SHARING_TRAIT}
@@ -155,7 +156,7 @@ def resolve(conn: sa.Connection, request: CandidateRequest) -> Names:
         agg_uuids |= group.forbidden_aggs.union(*group.member_of)
         if group.in_tree:
             trees.add(group.in_tree)
-    names = Names(classes={n: STANDARD_CLASS_IDS[n] for n in request.requested_classes()
+    names = NameIds(classes={n: STANDARD_CLASS_IDS[n] for n in request.requested_classes()
                            if n in STANDARD_CLASS_IDS})
     statement = _resolve_statement(bool(custom), bool(agg_uuids), bool(trees))
     params = {"traits": sorted(trait_names), "classes": custom,
@@ -174,7 +175,7 @@ def resolve(conn: sa.Connection, request: CandidateRequest) -> Names:
     return names
 
 
-def _refuse_unknown(request: CandidateRequest, names: Names) -> None:
+def _refuse_unknown(request: CandidateRequest, names: NameIds) -> None:
     """``UnknownTraits`` / ``UnknownResourceClass`` for the first unknown name.
 
     The order upstream finds them in: root_required, then group by group
@@ -211,7 +212,7 @@ class GroupIds:
         return self.suffix != ""
 
 
-def group_ids(group: RequestGroup, names: Names) -> GroupIds:
+def group_ids(group: RequestGroup, names: NameIds) -> GroupIds:
     member_of = tuple(frozenset(names.aggregates[u] for u in s if u in names.aggregates)
                       for s in group.member_of)
     tree_root = names.tree_roots.get(group.in_tree) if group.in_tree else None
@@ -257,8 +258,9 @@ class Roots:
     def shape(self) -> tuple[int, bool]:
         return (len(self.required), bool(self.forbidden))
 
-    def params(self) -> dict:
-        values = {root_required_param(i): trait for i, trait in enumerate(self.required)}
+    def params(self) -> dict[str, Any]:
+        values: dict[str, Any] = {root_required_param(i): trait
+                                  for i, trait in enumerate(self.required)}
         values[ROOT_FORBIDDEN] = list(self.forbidden)
         return values
 
@@ -530,7 +532,7 @@ def _match_statement(shapes: tuple[GroupShape, ...], sharing: bool, roots: tuple
             continue
         if shape.granular:
             filters = _provider_filters(shape, binds, RP.c.id)
-            traits = sa.literal_column("0")
+            traits: sa.ColumnElement[int] = sa.literal_column("0")
         else:
             filters = _unsuffixed_filters(shape, binds, sharing)
             traits = bits(*[(has_trait_id(RP.c.id, trait_bit_param(i)), 1 << i)

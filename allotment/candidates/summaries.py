@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -130,7 +131,7 @@ def _link(found: dict[int, ProviderSummary]) -> None:
 def summaries(conn: sa.Connection, roots: Iterable[int] = (),
               providers: Iterable[int] = ()) -> dict[int, ProviderSummary]:
     """Summaries of whole trees (``roots``) or of single ``providers``."""
-    rows = []
+    rows: list[sa.Row[Any]] = []
     for by_root, wanted in ((True, roots), (False, providers)):
         statement = _summary_statement(by_root)
         for chunk in chunks(sorted(set(wanted))):

@@ -10,6 +10,7 @@ import falcon
 
 from allotment.handlers.base import GENERATION_CHANGED, Resource, require_version
 from allotment.http import render
+from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.request import json_body, require_json
 from allotment.ledger import aggregates, providers, retry
@@ -17,7 +18,7 @@ from allotment.ledger.errors import ProviderGenerationConflict
 from allotment.schemas import aggregates as schemas
 
 
-def _send(req: falcon.Request, resp: falcon.Response, generation: int,
+def _send(req: Request, resp: falcon.Response, generation: int,
           uuids: list[str]) -> None:
     body: dict = {"aggregates": uuids}
     if req.context.version.has("aggregates_generation"):
@@ -27,7 +28,7 @@ def _send(req: falcon.Request, resp: falcon.Response, generation: int,
 
 
 class ProviderAggregates(Resource):
-    def on_get(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+    def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         require_version(req, "aggregates")
         self.authorize(req, "placement:resource_providers:aggregates:list")
         with self.db.read() as conn:
@@ -35,7 +36,7 @@ class ProviderAggregates(Resource):
             uuids = aggregates.provider_aggregates(conn, provider.id)
         _send(req, resp, provider.generation, uuids)
 
-    def on_put(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+    def on_put(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         require_json(req)
         require_version(req, "aggregates")
         self.authorize(req, "placement:resource_providers:aggregates:update")

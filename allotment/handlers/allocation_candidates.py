@@ -8,6 +8,7 @@ the answer is rendered in the shape of the requested microversion.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import falcon
 
@@ -16,6 +17,7 @@ from allotment.candidates import engine
 from allotment.candidates.request import CandidateRequest, RequestGroup, Settings
 from allotment.handlers.base import Resource, require_version
 from allotment.http import filter_params, render
+from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.microversion import Version
 from allotment.http.request import Query, query, validate_query
@@ -219,10 +221,10 @@ def render_body(version: Version, request: CandidateRequest, result: engine.Resu
     requested = request.requested_classes()
     summaries = {}
     for summary in result.summaries.values():
-        resources = summary.resources
+        shown = summary.resources
         if not all_classes:
-            resources = {rc: value for rc, value in resources.items() if rc in requested}
-        body: dict = {"resources": resources}
+            shown = {rc: value for rc, value in shown.items() if rc in requested}
+        body: dict[str, Any] = {"resources": shown}
         if with_traits:
             body["traits"] = summary.traits
         if with_tree:
@@ -233,7 +235,7 @@ def render_body(version: Version, request: CandidateRequest, result: engine.Resu
 
 
 class AllocationCandidates(Resource):
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+    def on_get(self, req: Request, resp: falcon.Response) -> None:
         require_version(req, "allocation_candidates")
         self.authorize(req, "placement:allocation_candidates:list")
         version = req.context.version

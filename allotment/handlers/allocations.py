@@ -13,6 +13,7 @@ from oslo_config import cfg
 from allotment import errors
 from allotment.handlers.base import Resource, require_version
 from allotment.http import render
+from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.microversion import Version
 from allotment.http.request import is_uuid_like, json_body, require_json
@@ -36,11 +37,15 @@ def claim_from_body(consumer_uuid: str, data: dict, version: Version,
                        for item in entries}
     else:
         by_provider = {rp_uuid: entry["resources"] for rp_uuid, entry in entries.items()}
-    project_id, user_id = data.get("project_id"), data.get("user_id")
-    if project_id is None:
+    project_id: str
+    user_id: str
+    if data.get("project_id") is None:
         # Before 1.8 the owner is not given: record the configured placeholders.
         project_id = conf.placement.incomplete_consumer_project_id
         user_id = conf.placement.incomplete_consumer_user_id
+    else:
+        # The schemas that accept a project_id require the user_id with it.
+        project_id, user_id = data["project_id"], data["user_id"]
     return allocations.Claim(
         consumer_uuid=consumer_uuid,
         allocations=by_provider,
@@ -52,7 +57,7 @@ def claim_from_body(consumer_uuid: str, data: dict, version: Version,
     )
 
 
-def consumer_body(req: falcon.Request, found: allocations.ConsumerAllocations | None) -> dict:
+def consumer_body(req: Request, found: allocations.ConsumerAllocations | None) -> dict:
     version = req.context.version
     by_provider: dict[str, dict] = {}
     for held in found.held if found else []:
@@ -74,7 +79,7 @@ def consumer_body(req: falcon.Request, found: allocations.ConsumerAllocations | 
 class Allocations(Resource):
     """POST /allocations: claims for several consumers, all or nothing."""
 
-    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+    def on_post(self, req: Request, resp: falcon.Response) -> None:
         require_version(req, "post_allocations")
         require_json(req)
         self.authorize(req, "placement:allocations:manage")
@@ -90,7 +95,7 @@ class Allocations(Resource):
 
 
 class ConsumerAllocations(Resource):
-    def on_get(self, req: falcon.Request, resp: falcon.Response, consumer_uuid: str) -> None:
+    def on_get(self, req: Request, resp: falcon.Response, consumer_uuid: str) -> None:
         self.authorize(req, "placement:allocations:list")
         with self.db.read() as conn:
             found = allocations.for_consumer(conn, consumer_uuid)
@@ -98,7 +103,7 @@ class ConsumerAllocations(Resource):
             req, resp, consumer_body(req, found),
             last_modified=render.newest(h.changed_at for h in found.held) if found else None)
 
-    def on_put(self, req: falcon.Request, resp: falcon.Response, consumer_uuid: str) -> None:
+    def on_put(self, req: Request, resp: falcon.Response, consumer_uuid: str) -> None:
         require_json(req)
         self.authorize(req, "placement:allocations:update")
         if not is_uuid_like(consumer_uuid):
@@ -114,7 +119,7 @@ class ConsumerAllocations(Resource):
                             self.conf.placement.allocation_conflict_retry_count)
         render.no_content(resp)
 
-    def on_delete(self, req: falcon.Request, resp: falcon.Response,
+    def on_delete(self, req: Request, resp: falcon.Response,
                   consumer_uuid: str) -> None:
         self.authorize(req, "placement:allocations:delete")
         retry.run_write(self.db, lambda conn: allocations.delete_for_consumer(

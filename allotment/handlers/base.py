@@ -8,6 +8,7 @@ from typing import Any
 import falcon
 
 from allotment import errors
+from allotment.http.context import Request
 from allotment.http.request import validate
 from allotment.ledger import providers
 from allotment.services import Services
@@ -28,11 +29,11 @@ class Resource:
     def allowed_methods(self) -> list[str]:
         return [m for m in _METHODS if m != "HEAD" and hasattr(self, "on_" + m.lower())]
 
-    def on_options(self, req: falcon.Request, resp: falcon.Response, **_params) -> None:
+    def on_options(self, req: Request, resp: falcon.Response, **_params) -> None:
         # Upstream answers OPTIONS (outside CORS preflight) as a wrong method.
         raise falcon.HTTPMethodNotAllowed(self.allowed_methods())
 
-    def authorize(self, req: falcon.Request, rule: str,
+    def authorize(self, req: Request, rule: str,
                   target: dict[str, Any] | None = None) -> None:
         self.services.policy.authorize(req.context.identity, rule, target)
 
@@ -50,7 +51,7 @@ class Resource:
             raise
 
 
-def require_version(req: falcon.Request, fact: str, status: int = 404) -> None:
+def require_version(req: Request, fact: str, status: int = 404) -> None:
     """Refuse a request whose microversion predates ``fact``."""
     if not req.context.version.has(fact):
         if status == 405:

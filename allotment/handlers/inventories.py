@@ -11,6 +11,7 @@ import falcon
 from allotment import errors
 from allotment.handlers.base import Resource, require_version
 from allotment.http import render
+from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.request import json_body, require_json
 from allotment.ledger import inventories, providers, retry
@@ -25,11 +26,11 @@ from allotment.ledger.errors import (
 from allotment.schemas import inventories as schemas
 
 
-def _inventory_url(req: falcon.Request, uuid: str, resource_class: str) -> str:
+def _inventory_url(req: Request, uuid: str, resource_class: str) -> str:
     return render.absolute_url(req, f"/resource_providers/{uuid}/inventories/{resource_class}")
 
 
-def _send_set(req: falcon.Request, resp: falcon.Response, generation: int,
+def _send_set(req: Request, resp: falcon.Response, generation: int,
               records: list[inventories.Inventory], from_db: bool) -> None:
     body = {
         "resource_provider_generation": generation,
@@ -47,7 +48,7 @@ def _send_set(req: falcon.Request, resp: falcon.Response, generation: int,
             render.set_cache_headers(resp, stamp)
 
 
-def _send_one(req: falcon.Request, resp: falcon.Response, generation: int,
+def _send_one(req: Request, resp: falcon.Response, generation: int,
               inv: inventories.Inventory, status: int = 200) -> None:
     body = inv.fields()
     # Upstream leaves the generation out when it is 0.
@@ -58,14 +59,14 @@ def _send_one(req: falcon.Request, resp: falcon.Response, generation: int,
 
 
 class ProviderInventories(Resource):
-    def on_get(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+    def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         self.authorize(req, "placement:resource_providers:inventories:list")
         with self.db.read() as conn:
             provider = providers.require(conn, uuid)
             records = inventories.get_inventories(conn, provider.id)
         _send_set(req, resp, provider.generation, records, from_db=True)
 
-    def on_post(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+    def on_post(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         require_json(req)
         self.authorize(req, "placement:resource_providers:inventories:create")
         data = json_body(req)
@@ -79,7 +80,7 @@ class ProviderInventories(Resource):
         resp.set_header("Location", _inventory_url(req, uuid, inv.resource_class))
         _send_one(req, resp, generation, inv, status=201)
 
-    def on_put(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+    def on_put(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         require_json(req)
         self.authorize(req, "placement:resource_providers:inventories:update")
         data = json_body(req)
@@ -99,7 +100,7 @@ class ProviderInventories(Resource):
                 req.context.version.has("reserved_equals_total")))
         _send_set(req, resp, generation, records, from_db=False)
 
-    def on_delete(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+    def on_delete(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         require_version(req, "delete_all_inventories", status=405)
         self.authorize(req, "placement:resource_providers:inventories:delete")
         retry.run_write(self.db, lambda conn: inventories.replace_all(
@@ -108,7 +109,7 @@ class ProviderInventories(Resource):
 
 
 class ProviderInventory(Resource):
-    def on_get(self, req: falcon.Request, resp: falcon.Response, uuid: str,
+    def on_get(self, req: Request, resp: falcon.Response, uuid: str,
                resource_class: str) -> None:
         self.authorize(req, "placement:resource_providers:inventories:show")
         with self.db.read() as conn:
@@ -119,7 +120,7 @@ class ProviderInventory(Resource):
             raise errors.NotFound(f"No inventory of class {resource_class} for {uuid}")
         _send_one(req, resp, provider.generation, found[0])
 
-    def on_put(self, req: falcon.Request, resp: falcon.Response, uuid: str,
+    def on_put(self, req: Request, resp: falcon.Response, uuid: str,
                resource_class: str) -> None:
         require_json(req)
         self.authorize(req, "placement:resource_providers:inventories:update")
@@ -138,7 +139,7 @@ class ProviderInventory(Resource):
                 req.context.version.has("reserved_equals_total")))
         _send_one(req, resp, generation, inv)
 
-    def on_delete(self, req: falcon.Request, resp: falcon.Response, uuid: str,
+    def on_delete(self, req: Request, resp: falcon.Response, uuid: str,
                   resource_class: str) -> None:
         self.authorize(req, "placement:resource_providers:inventories:delete")
         missing = f"No inventory of class {resource_class} found for delete"

@@ -6,13 +6,14 @@ import falcon
 
 from allotment.handlers.base import Resource
 from allotment.http import render
+from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.ledger import allocations, providers
 from allotment.ledger.errors import ProviderNotFound
 
 
 class ProviderAllocations(Resource):
-    def on_get(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+    def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         self.authorize(req, "placement:resource_providers:allocations:list")
         with explain({ProviderNotFound: lambda e: f"Resource provider '{uuid}' not found: {e}"}), \
                 self.db.read() as conn:

@@ -6,6 +6,7 @@ import falcon
 
 from allotment.handlers.base import Resource
 from allotment.http import filter_params, render
+from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.request import json_body, query, require_json, validate_query
 from allotment.ledger import providers, retry
@@ -13,7 +14,7 @@ from allotment.ledger.errors import ProviderNotFound, UnknownResourceClass
 from allotment.schemas import providers as schemas
 
 
-def provider_links(req: falcon.Request, uuid: str) -> list[dict]:
+def provider_links(req: Request, uuid: str) -> list[dict]:
     version = req.context.version
     base = f"{req.env.get('SCRIPT_NAME', '')}/resource_providers/{uuid}"
     links = [
@@ -30,7 +31,7 @@ def provider_links(req: falcon.Request, uuid: str) -> list[dict]:
     return links
 
 
-def provider_body(req: falcon.Request, provider: providers.Provider) -> dict:
+def provider_body(req: Request, provider: providers.Provider) -> dict:
     body = {
         "uuid": provider.uuid,
         "name": provider.name,
@@ -48,7 +49,7 @@ def _last_modified(items: list[providers.Provider]):
 
 
 class ProviderCollection(Resource):
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+    def on_get(self, req: Request, resp: falcon.Response) -> None:
         self.authorize(req, "placement:resource_providers:list")
         version = req.context.version
         q = query(req)
@@ -57,9 +58,9 @@ class ProviderCollection(Resource):
         if "member_of" in q and version.has("member_of"):
             filter_.member_of = filter_params.parse_member_of(q, version)
         if "resources" in q and version.has("resources_filter"):
-            filter_.resources = filter_params.parse_resources(q.get("resources"))
+            filter_.resources = filter_params.parse_resources(q.value("resources"))
         if "in_tree" in q and version.has("provider_tree"):
-            filter_.in_tree = filter_params.parse_in_tree(q.get("in_tree"))
+            filter_.in_tree = filter_params.parse_in_tree(q.value("in_tree"))
         if "required" in q and version.has("providers_required"):
             filter_.required = filter_params.parse_required(q, version)
         with explain({UnknownResourceClass: lambda e: "Invalid resource class in resources "
@@ -69,7 +70,7 @@ class ProviderCollection(Resource):
         body = {"resource_providers": [provider_body(req, p) for p in found]}
         render.json_response(req, resp, body, last_modified=_last_modified(found))
 
-    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+    def on_post(self, req: Request, resp: falcon.Response) -> None:
         require_json(req)
         self.authorize(req, "placement:resource_providers:create")
         version = req.context.version
@@ -88,14 +89,14 @@ class ProviderCollection(Resource):
 
 
 class Provider(Resource):
-    def on_get(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+    def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         self.authorize(req, "placement:resource_providers:show")
         with self.db.read() as conn:
             provider = providers.require(conn, uuid)
         render.json_response(req, resp, provider_body(req, provider),
                              last_modified=_last_modified([provider]))
 
-    def on_put(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+    def on_put(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         require_json(req)
         self.authorize(req, "placement:resource_providers:update")
         version = req.context.version
@@ -108,7 +109,7 @@ class Provider(Resource):
         render.json_response(req, resp, provider_body(req, provider),
                              last_modified=_last_modified([provider]))
 
-    def on_delete(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+    def on_delete(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         self.authorize(req, "placement:resource_providers:delete")
         with explain({ProviderNotFound: lambda e: f"{e} for delete"}):
             retry.run_write(self.db, lambda conn: providers.delete(conn, uuid))

@@ -7,6 +7,7 @@ import falcon
 from allotment.handlers.allocations import claim_from_body
 from allotment.handlers.base import Resource, require_version
 from allotment.http import render
+from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.request import json_body, require_json
 from allotment.ledger import reshaper, retry
@@ -15,7 +16,7 @@ from allotment.schemas import reshaper as schemas
 
 
 class Reshaper(Resource):
-    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+    def on_post(self, req: Request, resp: falcon.Response) -> None:
         require_version(req, "reshaper")
         require_json(req)
         self.authorize(req, "placement:reshaper:reshape")

@@ -10,6 +10,7 @@ import falcon
 
 from allotment.handlers.base import Resource, require_version
 from allotment.http import render
+from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.request import json_body, require_json, validate
 from allotment.ledger import resource_classes, retry
@@ -21,11 +22,11 @@ from allotment.ledger.errors import (
 from allotment.schemas import resource_classes as schemas
 
 
-def _class_path(req: falcon.Request, name: str) -> str:
+def _class_path(req: Request, name: str) -> str:
     return f"{req.env.get('SCRIPT_NAME', '')}/resource_classes/{name}"
 
 
-def _class_body(req: falcon.Request, rc: resource_classes.ResourceClass) -> dict:
+def _class_body(req: Request, rc: resource_classes.ResourceClass) -> dict:
     return {"name": rc.name, "links": [{"rel": "self", "href": _class_path(req, rc.name)}]}
 
 
@@ -34,7 +35,7 @@ def _modified(rc: resource_classes.ResourceClass):
 
 
 class ResourceClassCollection(Resource):
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+    def on_get(self, req: Request, resp: falcon.Response) -> None:
         require_version(req, "resource_classes")
         self.authorize(req, "placement:resource_classes:list")
         with self.db.read() as conn:
@@ -43,7 +44,7 @@ class ResourceClassCollection(Resource):
         render.json_response(req, resp, body,
                              last_modified=render.newest(_modified(rc) for rc in found))
 
-    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+    def on_post(self, req: Request, resp: falcon.Response) -> None:
         require_version(req, "resource_classes")
         require_json(req)
         self.authorize(req, "placement:resource_classes:create")
@@ -58,21 +59,21 @@ class ResourceClassCollection(Resource):
 
 
 class ResourceClass(Resource):
-    def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+    def on_get(self, req: Request, resp: falcon.Response, name: str) -> None:
         require_version(req, "resource_classes")
         self.authorize(req, "placement:resource_classes:show")
         with self.db.read() as conn:
             rc = resource_classes.require(conn, name)
         render.json_response(req, resp, _class_body(req, rc), last_modified=_modified(rc))
 
-    def on_put(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+    def on_put(self, req: Request, resp: falcon.Response, name: str) -> None:
         require_version(req, "resource_classes")
         if req.context.version.has("resource_class_put_create"):
             self._ensure(req, resp, name)
         else:
             self._rename(req, resp, name)
 
-    def _rename(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+    def _rename(self, req: Request, resp: falcon.Response, name: str) -> None:
         require_json(req)
         self.authorize(req, "placement:resource_classes:update")
         data = json_body(req, schemas.CLASS)
@@ -82,7 +83,7 @@ class ResourceClass(Resource):
         # Upstream sends no cache headers here.
         render.json_response(req, resp, _class_body(req, rc), cache_headers=False)
 
-    def _ensure(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+    def _ensure(self, req: Request, resp: falcon.Response, name: str) -> None:
         self.authorize(req, "placement:resource_classes:update")
         # The URL's name must pass the same schema as a POSTed body.
         validate({"name": name}, schemas.CLASS)
@@ -91,7 +92,7 @@ class ResourceClass(Resource):
         resp.content_type = None
         resp.set_header("Location", render.absolute_url(req, f"/resource_classes/{name}"))
 
-    def on_delete(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+    def on_delete(self, req: Request, resp: falcon.Response, name: str) -> None:
         require_version(req, "resource_classes")
         self.authorize(req, "placement:resource_classes:delete")
         with explain({StandardResourceClass: lambda e: f"Error in delete resource class: {e}",

@@ -6,10 +6,11 @@ import falcon
 
 from allotment.handlers.base import Resource
 from allotment.http import microversion, render
+from allotment.http.context import Request
 
 
 class Root(Resource):
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+    def on_get(self, req: Request, resp: falcon.Response) -> None:
         body = {"versions": [{
             "id": "v1.0",
             "max_version": str(microversion.MAX),

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import falcon
 
 from allotment import errors
 from allotment.handlers.base import GENERATION_CHANGED, Resource, require_version
 from allotment.http import render
+from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.request import json_body, query, require_json, validate, validate_query
 from allotment.ledger import providers, retry, traits
@@ -26,7 +29,7 @@ def _last_modified(found: list[traits.Trait]):
     return render.newest(trait.modified for trait in found)
 
 
-def _name_filter(value: str) -> dict:
+def _name_filter(value: str) -> dict[str, Any]:
     """``in:A,B`` or ``startswith:PREFIX``; other operators filter nothing (upstream)."""
     op, sep, operand = value.partition(":")
     if not sep:
@@ -41,16 +44,16 @@ def _name_filter(value: str) -> dict:
 
 
 class TraitCollection(Resource):
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+    def on_get(self, req: Request, resp: falcon.Response) -> None:
         require_version(req, "traits")
         self.authorize(req, "placement:traits:list")
         q = query(req)
         validate_query(q, schemas.LIST)
-        filters: dict = {}
+        filters: dict[str, Any] = {}
         if "name" in q:
-            filters = _name_filter(q.get("name"))
+            filters = _name_filter(q.value("name"))
         if "associated" in q:
-            associated = q.get("associated").lower()
+            associated = q.value("associated").lower()
             if associated not in ("true", "false"):
                 raise errors.BadRequest(
                     'The query parameter "associated" only accepts "true" or "false"')
@@ -62,7 +65,7 @@ class TraitCollection(Resource):
 
 
 class Trait(Resource):
-    def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+    def on_get(self, req: Request, resp: falcon.Response, name: str) -> None:
         require_version(req, "traits")
         self.authorize(req, "placement:traits:show")
         with self.db.read() as conn:
@@ -71,7 +74,7 @@ class Trait(Resource):
         if req.context.version.has("cache_headers"):
             render.set_cache_headers(resp, trait.created_at)
 
-    def on_put(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+    def on_put(self, req: Request, resp: falcon.Response, name: str) -> None:
         require_version(req, "traits")
         self.authorize(req, "placement:traits:update")
         try:
@@ -85,7 +88,7 @@ class Trait(Resource):
         if req.context.version.has("cache_headers"):
             render.set_cache_headers(resp, trait.created_at)
 
-    def on_delete(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+    def on_delete(self, req: Request, resp: falcon.Response, name: str) -> None:
         require_version(req, "traits")
         self.authorize(req, "placement:traits:delete")
         retry.run_write(self.db, lambda conn: traits.delete(conn, name))
@@ -93,12 +96,12 @@ class Trait(Resource):
 
 
 class ProviderTraits(Resource):
-    def _send(self, req: falcon.Request, resp: falcon.Response, generation: int,
+    def _send(self, req: Request, resp: falcon.Response, generation: int,
               found: list[traits.Trait]) -> None:
         body = {**_traits_body(found), "resource_provider_generation": generation}
         render.json_response(req, resp, body, last_modified=_last_modified(found))
 
-    def on_get(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+    def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         require_version(req, "traits")
         self.authorize(req, "placement:resource_providers:traits:list")
         with self.db.read() as conn:
@@ -106,7 +109,7 @@ class ProviderTraits(Resource):
             found = traits.provider_traits(conn, provider.id)
         self._send(req, resp, provider.generation, found)
 
-    def on_put(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+    def on_put(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         require_version(req, "traits")
         require_json(req)
         self.authorize(req, "placement:resource_providers:traits:update")
@@ -118,7 +121,7 @@ class ProviderTraits(Resource):
                                             data["traits"])))
         self._send(req, resp, generation, found)
 
-    def on_delete(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+    def on_delete(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         require_version(req, "traits")
         self.authorize(req, "placement:resource_providers:traits:delete")
         retry.run_write(self.db, lambda conn: traits.clear_for_provider(conn, uuid))

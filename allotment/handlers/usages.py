@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import falcon
 
 from allotment.handlers.base import Resource, require_version
 from allotment.http import render
+from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.request import query, validate_query
 from allotment.ledger import providers, usages
@@ -14,7 +17,7 @@ from allotment.schemas import usages as schemas
 
 
 class ProviderUsages(Resource):
-    def on_get(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+    def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         self.authorize(req, "placement:resource_providers:usages")
         with explain({ProviderNotFound: lambda e: f"{e}: {e}"}), self.db.read() as conn:
             provider = providers.require(conn, uuid)
@@ -25,14 +28,16 @@ class ProviderUsages(Resource):
 
 
 class Usages(Resource):
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+    def on_get(self, req: Request, resp: falcon.Response) -> None:
         require_version(req, "usages")
         q = query(req)
         project_id = q.get("project_id")
         self.authorize(req, "placement:usages", target={"project_id": project_id})
         version = req.context.version
         validate_query(q, schemas.list_schema(version))
+        project_id = q.value("project_id")  # required by the schema
         user_id = q.get("user_id")
+        found: dict[str, Any]
         with self.db.read() as conn:
             if version.has("consumer_types"):
                 found = usages.for_project_by_type(conn, project_id, user_id,

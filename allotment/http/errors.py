@@ -18,6 +18,7 @@ from typing import Any
 import falcon
 
 from allotment import errors
+from allotment.http.context import Request
 from allotment.http.microversion import MAX, MIN
 from allotment.http.request import accept_ranges
 from allotment.ledger import errors as ledger
@@ -122,14 +123,14 @@ def error_body(status: int, title: str, detail: str, code: str,
     return {"errors": [entry]}
 
 
-def write_error(req: falcon.Request, resp: falcon.Response, status: int, message: str,
+def write_error(req: Request, resp: falcon.Response, status: int, message: str,
                 code: str = errors.DEFAULT, headers: dict[str, str] | None = None) -> None:
     title = errors.TITLES.get(status) or falcon.code_to_http_status(status)[4:]
     explanation = errors.EXPLANATIONS.get(status, "")
     if status == 406 and "%s" in explanation:
         explanation = explanation % (req.get_header("Accept") or "")
     detail = f"{explanation}\n\n {message}  " if explanation else message
-    version = getattr(req.context, "version", None)
+    version = req.context.negotiated
     request_id = getattr(req.context, "request_id", None)
     resp.status = status
     for name, value in (headers or {}).items():
@@ -150,7 +151,7 @@ def write_error(req: falcon.Request, resp: falcon.Response, status: int, message
         resp.text = f"{status} {title}\n\n{detail}"
 
 
-def handle_exception(req: falcon.Request, resp: falcon.Response, ex: Exception,
+def handle_exception(req: Request, resp: falcon.Response, ex: Exception,
                      params: dict) -> None:
     """Falcon error handler for everything raised while serving a request."""
     if isinstance(ex, ledger.LedgerError):
@@ -158,7 +159,7 @@ def handle_exception(req: falcon.Request, resp: falcon.Response, ex: Exception,
     if isinstance(ex, errors.PlacementError):
         write_error(req, resp, ex.status, ex.message, ex.code, ex.headers)
     elif isinstance(ex, falcon.HTTPMethodNotAllowed):
-        allowed = ex.headers.get("Allow", "") if ex.headers else ""
+        allowed = dict(ex.headers or {}).get("Allow", "")
         # Falcon lists OPTIONS; upstream answers OPTIONS with 405 outside CORS.
         allowed = ", ".join(m.strip() for m in allowed.split(",")
                             if m.strip() and m.strip() != "OPTIONS")

@@ -11,6 +11,7 @@ import falcon
 
 from allotment import errors
 from allotment.http import microversion
+from allotment.http.context import Request
 from allotment.http.request import accepts_json
 
 REQUEST_ID_ENVIRON = "openstack.request_id"
@@ -18,18 +19,17 @@ IDENTITY_ENVIRON = "allotment.identity"
 
 
 class PlacementMiddleware:
-    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+    def process_request(self, req: Request, resp: falcon.Response) -> None:
         env = req.env
         req.context.request_id = env.get(REQUEST_ID_ENVIRON)
         req.context.identity = env.get(IDENTITY_ENVIRON)
-        req.context.version = None
         headers = {}
         if "HTTP_OPENSTACK_API_VERSION" in env:
             headers["openstack-api-version"] = env["HTTP_OPENSTACK_API_VERSION"]
         if "HTTP_X_OPENSTACK_PLACEMENT_API_VERSION" in env:
             headers["x-openstack-placement-api-version"] = env[
                 "HTTP_X_OPENSTACK_PLACEMENT_API_VERSION"]
-        req.context.version = microversion.negotiate(headers)
+        req.context.negotiated = microversion.negotiate(headers)
         length = env.get("CONTENT_LENGTH")
         if length:
             try:
@@ -39,16 +39,16 @@ class PlacementMiddleware:
             if length_value and not env.get("CONTENT_TYPE"):
                 raise errors.BadRequest("content-type header required")
 
-    def process_resource(self, req: falcon.Request, resp: falcon.Response, resource,
+    def process_resource(self, req: Request, resp: falcon.Response, resource,
                          params: dict) -> None:
         if req.method in ("GET", "HEAD"):
             accept = req.env.get("HTTP_ACCEPT")
             if accept and accept.strip() != "*/*" and not accepts_json(accept):
                 raise errors.NotAcceptable("Only application/json is provided")
 
-    def process_response(self, req: falcon.Request, resp: falcon.Response, resource,
+    def process_response(self, req: Request, resp: falcon.Response, resource,
                          req_succeeded: bool) -> None:
-        version = getattr(req.context, "version", None)
+        version = req.context.negotiated
         if version is not None:
             resp.set_header("openstack-api-version", f"placement {version}")
             resp.set_header("vary", "openstack-api-version")

@@ -10,6 +10,7 @@ from typing import Any
 import falcon
 import orjson
 
+from allotment.http.context import Request
 from allotment.ledger.common import utcnow
 
 
@@ -22,7 +23,7 @@ def newest(timestamps: Iterable[datetime.datetime | None]) -> datetime.datetime:
     return latest or utcnow()
 
 
-def json_response(req: falcon.Request, resp: falcon.Response, body: Any,
+def json_response(req: Request, resp: falcon.Response, body: Any,
                   status: int = 200,
                   last_modified: datetime.datetime | None = None,
                   cache_headers: bool = True) -> None:
@@ -59,6 +60,6 @@ def no_content(resp: falcon.Response) -> None:
     resp.text = None
 
 
-def absolute_url(req: falcon.Request, path: str) -> str:
+def absolute_url(req: Request, path: str) -> str:
     """``path`` (under the application root) as a full URL, as WebOb sends Location."""
     return f"{req.prefix}{path}"

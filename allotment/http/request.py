@@ -8,12 +8,12 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl
 
-import falcon
 import jsonschema
 import jsonschema.exceptions
 from jsonschema import Draft4Validator
 
 from allotment import errors
+from allotment.http.context import Request
 
 _FORMAT_CHECKER = jsonschema.FormatChecker()
 
@@ -59,7 +59,7 @@ def validate(data: Any, schema: Mapping, what: str = "JSON") -> None:
     raise errors.BadRequest(f"Invalid query string parameters: {error}")
 
 
-def require_json(req: falcon.Request) -> None:
+def require_json(req: Request) -> None:
     """415 unless the body is declared JSON (upstream checks this before policy)."""
     content_type = req.content_type
     media = content_type.split(";")[0].strip().lower() if content_type else None
@@ -70,7 +70,7 @@ def require_json(req: falcon.Request) -> None:
         )
 
 
-def json_body(req: falcon.Request, schema: Mapping | None = None) -> Any:
+def json_body(req: Request, schema: Mapping | None = None) -> Any:
     """The request's JSON document, validated; 415/400 when it is not one."""
     require_json(req)
     raw = req.bounded_stream.read()
@@ -127,6 +127,10 @@ class Query:
         values = self.multi.get(key)
         return values[-1] if values else default
 
+    def value(self, key: str) -> str:
+        """The last value of a key the caller knows is present (``KeyError`` if not)."""
+        return self.multi[key][-1]
+
     def getall(self, key: str) -> list[str]:
         return self.multi.get(key, [])
 
@@ -135,7 +139,7 @@ class Query:
         return {key: values[-1] for key, values in self.multi.items()}
 
 
-def query(req: falcon.Request) -> Query:
+def query(req: Request) -> Query:
     return Query(req.query_string or "")
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,7 +102,7 @@ def _held_select() -> sa.Select:
             .order_by(a.c.id))
 
 
-def _to_held(conn: sa.Connection, rows: list[sa.Row[Any]]) -> list[Held]:
+def _to_held(conn: sa.Connection, rows: Sequence[sa.Row[Any]]) -> list[Held]:
     names = class_names(conn, {row.resource_class_id for row in rows})
     return [Held(provider_uuid=row.provider_uuid,
                  provider_generation=row.provider_generation,

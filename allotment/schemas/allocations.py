@@ -10,6 +10,7 @@ POST bodies are a dict of consumer uuid -> the PUT body of the same version.
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 from allotment.schemas.common import (
     CONSUMER_TYPE_PATTERN,
@@ -28,7 +29,7 @@ RESOURCES = {
 
 EXTERNAL_ID = {"type": "string", "minLength": 1, "maxLength": 255}
 
-PUT_1_0 = {
+PUT_1_0: dict[str, Any] = {
     "type": "object",
     "properties": {
         "allocations": {
@@ -60,7 +61,7 @@ PUT_1_8["properties"]["user_id"] = EXTERNAL_ID
 PUT_1_8["required"] = ["allocations", "project_id", "user_id"]
 
 # From 1.12 allocations are keyed by provider uuid, as GET shows them.
-PUT_1_12 = {
+PUT_1_12: dict[str, Any] = {
     "type": "object",
     "properties": {
         "allocations": {

@@ -1,0 +1,36 @@
+"""The typed state of one request, as handlers see it (Falcon's ``context_type``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import falcon
+
+from allotment.http.microversion import Version
+
+if TYPE_CHECKING:  # auth imports the HTTP layer's environ keys
+    from allotment.auth import Identity
+
+
+class RequestContext:
+    """Filled by ``PlacementMiddleware`` before any handler runs."""
+
+    __slots__ = ("request_id", "identity", "negotiated")
+
+    def __init__(self) -> None:
+        self.request_id: str | None = None
+        self.identity: Identity | None = None
+        # None until negotiated, and for errors raised before negotiation.
+        self.negotiated: Version | None = None
+
+    @property
+    def version(self) -> Version:
+        """The request's microversion (handlers run only after negotiation)."""
+        if self.negotiated is None:
+            raise RuntimeError("the microversion has not been negotiated yet")
+        return self.negotiated
+
+
+class Request(falcon.Request):
+    context_type = RequestContext
+    context: RequestContext  # type: ignore[assignment]
