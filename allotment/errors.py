@@ -8,6 +8,8 @@ kinds are rendered in one place, ``allotment.http.errors``.
 
 from __future__ import annotations
 
+import falcon
+
 # The ``code`` values of the error body (shown from microversion 1.23).
 DEFAULT = "placement.undefined_code"
 INVENTORY_INUSE = "placement.inventory.inuse"
@@ -87,3 +89,7 @@ class Forbidden(PlacementError):
 
 class NotAcceptable(PlacementError):
     status = 406
+
+
+class MethodNotAllowedHere(falcon.HTTPMethodNotAllowed):
+    """A method the URI has, but not at the request's microversion (a 405)."""

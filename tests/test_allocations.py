@@ -206,21 +206,30 @@ def test_over_capacity_claim_allowed_only_if_no_worse(client):
 
 # --- generations -----------------------------------------------------------------
 
-def test_generations_bumped_for_every_provider_touched(client):
+def test_generations_bumped_for_the_providers_of_the_new_allocations(client):
     rp1 = provider_with(client, "cn1", VCPU=8)
     rp2 = provider_with(client, "cn2", VCPU=8)
     g1, g2 = generation(client, rp1), generation(client, rp2)
     put(client, C1, {rp1: {"VCPU": 1}})
     assert (generation(client, rp1), generation(client, rp2)) == (g1 + 1, g2)
-    # Moving to rp2 changes rp1's usage too: both are bumped.
+    # Moving to rp2: only rp2 is in the new allocations; rp1, which the
+    # consumer leaves, keeps its generation (as upstream, and as DELETE).
     put(client, C1, {rp2: {"VCPU": 1}}, generation=1)
+    assert (generation(client, rp1), generation(client, rp2)) == (g1 + 1, g2 + 1)
+    # The same through POST /allocations: a move to rp1 bumps rp1 only.
+    resp = client.post("/allocations", {C1: {
+        "allocations": {rp1: {"resources": {"VCPU": 1}}}, "consumer_generation": 2,
+        "project_id": "p", "user_id": "u"}}, version="1.28")
+    assert resp.status == 204, resp
     assert (generation(client, rp1), generation(client, rp2)) == (g1 + 2, g2 + 1)
+    put(client, C1, {rp2: {"VCPU": 1}}, generation=3)
+    assert (generation(client, rp1), generation(client, rp2)) == (g1 + 2, g2 + 2)
     shown = client.get(f"/allocations/{C1}", version="1.28").json()
-    assert shown["allocations"][rp2]["generation"] == g2 + 1
-    assert shown["consumer_generation"] == 2
+    assert shown["allocations"][rp2]["generation"] == g2 + 2
+    assert shown["consumer_generation"] == 4
     # Releasing (DELETE) only lowers usage: provider generations stay, as upstream.
     assert client.delete(f"/allocations/{C1}").status == 204
-    assert generation(client, rp2) == g2 + 1
+    assert generation(client, rp2) == g2 + 2
 
 
 def test_delete(client, database):

@@ -118,3 +118,88 @@ def test_unsupported_media_type_is_reported_before_policy(client):
                        headers=reader)
     assert resp.status == 403
     assert client.get("/resource_providers").json()["resource_providers"] == []
+
+
+# --- answers as upstream gives them (issue: drop-in) --------------------------------
+
+@pytest.mark.parametrize("path", ["/resource_providers/", "/allocations/", "/traits/",
+                                  "/resource_classes/", "/resource_providers//inventories",
+                                  "/nowhere"])
+def test_an_empty_last_segment_or_unknown_uri_is_a_plain_404(client, path):
+    resp = client.get(path, version="1.39")
+    assert resp.status == 404
+    assert resp.detail == "The resource could not be found.\n\n   "
+    assert resp.error_code == "placement.undefined_code"
+    # Upstream's 404 for a URI without a route carries no Vary.
+    assert "vary" not in resp.headers
+    assert resp.headers["openstack-api-version"] == "placement 1.39"
+
+
+@pytest.mark.parametrize("accept", ["text/html", "application/xml", "image/png;q=1"])
+def test_version_discovery_answers_json_whatever_accept_says(client, accept):
+    resp = client.get("/", headers={"Accept": accept})
+    assert resp.status == 200
+    assert resp.headers["content-type"] == "application/json"
+    assert resp.json()["versions"][0]["max_version"] == "1.39"
+
+
+def test_a_method_gated_by_microversion_is_405_listing_the_methods_at_that_version(client):
+    rp = client.create_provider("cn")["uuid"]
+    resp = client.delete(f"/resource_providers/{rp}/inventories", version="1.4")
+    assert resp.status == 405
+    assert resp.headers["allow"] == "GET, POST, PUT"
+    assert resp.detail == "The method DELETE is not allowed for this resource. \n\n "
+    assert client.delete(f"/resource_providers/{rp}/inventories", version="1.5").status == 204
+
+
+def test_a_method_the_uri_never_has_is_405_with_upstreams_body(client):
+    resp = client.request("PATCH", "/resource_providers", version="1.39")
+    assert resp.status == 405
+    assert resp.headers["allow"] == "GET, POST"
+    assert resp.detail == ("The method PATCH is not allowed for this resource. \n\n "
+                           "The method specified is not allowed for this resource.")
+
+
+def test_validation_error_detail_is_one_line_after_the_blank_line(client):
+    resp = client.post("/resource_classes", {"name": "fake_class"}, version="1.39")
+    assert resp.status == 400
+    explanation, _, reason = resp.detail.partition("\n\n")
+    assert "\n" not in reason
+    # osc-placement shows the last line: it must say what is wrong.
+    assert resp.detail.splitlines()[-1].strip().startswith(
+        "JSON does not validate: 'fake_class' does not match")
+
+
+LONE_SURROGATE = '{"name": "\\ud800"}'
+
+
+@pytest.mark.parametrize("method,path,version", [
+    ("POST", "/resource_providers", "1.39"),
+    ("POST", "/resource_classes", "1.39"),
+    ("PUT", "/allocations/11111111-2222-3333-4444-555555555555", "1.39"),
+    ("POST", "/allocations", "1.39"),
+    ("POST", "/reshaper", "1.39"),
+])
+def test_a_lone_surrogate_in_json_is_a_400_and_writes_nothing(client, method, path, version):
+    # The reshaper is for services (its policy); the others are admin's.
+    resp = client.request(method, path, version=version, raw=LONE_SURROGATE,
+                          headers={"Content-Type": "application/json",
+                                   "X-Roles": "admin,service"})
+    assert resp.status == 400, resp
+    assert "unpaired surrogate" in resp.detail
+    assert client.get("/resource_providers").json()["resource_providers"] == []
+
+
+def test_a_surrogate_pair_escape_is_fine(client):
+    resp = client.request("POST", "/resource_providers", version="1.39",
+                          raw='{"name": "cn-\\ud83d\\ude00"}',
+                          headers={"Content-Type": "application/json"})
+    assert resp.status == 200, resp
+    assert resp.json()["name"] == "cn-\U0001f600"
+
+
+def test_an_empty_provider_name_is_refused_as_upstream(client):
+    resp = client.post("/resource_providers", {"name": ""}, version="1.39")
+    assert resp.status == 400
+    assert "Object action create failed because: name is required" in resp.detail
+    assert client.get("/resource_providers").json()["resource_providers"] == []

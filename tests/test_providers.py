@@ -105,8 +105,12 @@ def test_create_refusals_change_nothing(client, tree):
     r1 = tree["r1"]
     for body, status, phrase, code in [
         ({"name": "me", "uuid": new, "parent_provider_uuid": new}, 400,
-         f'Unable to create resource provider "me", {new}: parent provider UUID cannot be '
-         "same as UUID. Please choose a different parent provider UUID.", None),
+         f'Unable to create resource provider "me", {new}: Object action create failed '
+         "because: parent provider UUID cannot be same as UUID. Please set parent provider "
+         "UUID to None if there is no parent.", None),
+        ({"name": "", "uuid": new}, 400,
+         f'Unable to create resource provider "", {new}: Object action create failed '
+         "because: name is required", None),
         ({"name": "me", "uuid": new, "parent_provider_uuid": new.upper()}, 400,
          "parent provider UUID cannot be same as UUID", None),
         ({"name": "orphan", "parent_provider_uuid": UNKNOWN}, 400,

@@ -9,6 +9,7 @@ import falcon
 
 from allotment import errors
 from allotment.http.context import Request
+from allotment.http.microversion import Version
 from allotment.http.request import validate
 from allotment.ledger import providers
 from allotment.services import Services
@@ -21,13 +22,25 @@ _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 
 class Resource:
+    # method -> the microversion fact from which the resource has it.
+    method_gates: dict[str, str] = {}
+
     def __init__(self, services: Services) -> None:
         self.services = services
         self.db = services.db
         self.conf = services.conf
 
-    def allowed_methods(self) -> list[str]:
-        return [m for m in _METHODS if m != "HEAD" and hasattr(self, "on_" + m.lower())]
+    def allowed_methods(self, version: Version | None = None) -> list[str]:
+        """The methods of this URI (at ``version``, when given)."""
+        return [m for m in _METHODS if m != "HEAD" and hasattr(self, "on_" + m.lower())
+                and (version is None or m not in self.method_gates
+                     or version.has(self.method_gates[m]))]
+
+    def require_method(self, req: Request) -> None:
+        """405, with the methods the URI has at this version, before the method's gate."""
+        gate = self.method_gates.get(req.method)
+        if gate is not None and not req.context.version.has(gate):
+            raise errors.MethodNotAllowedHere(self.allowed_methods(req.context.version))
 
     def on_options(self, req: Request, resp: falcon.Response, **_params) -> None:
         # Upstream answers OPTIONS (outside CORS preflight) as a wrong method.
@@ -51,9 +64,7 @@ class Resource:
             raise
 
 
-def require_version(req: Request, fact: str, status: int = 404) -> None:
-    """Refuse a request whose microversion predates ``fact``."""
+def require_version(req: Request, fact: str) -> None:
+    """404 for a request whose microversion predates ``fact`` (the URI's first version)."""
     if not req.context.version.has(fact):
-        if status == 405:
-            raise falcon.HTTPMethodNotAllowed([])
-        raise errors.PlacementError("The resource could not be found.", status=status)
+        raise errors.PlacementError("The resource could not be found.", status=404)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import falcon
 
 from allotment import errors
-from allotment.handlers.base import Resource, require_version
+from allotment.handlers.base import Resource
 from allotment.http import render
 from allotment.http.context import Request
 from allotment.http.errors import explain
@@ -59,6 +59,8 @@ def _send_one(req: Request, resp: falcon.Response, generation: int,
 
 
 class ProviderInventories(Resource):
+    method_gates = {"DELETE": "delete_all_inventories"}
+
     def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         self.authorize(req, "placement:resource_providers:inventories:list")
         with self.db.read() as conn:
@@ -101,7 +103,7 @@ class ProviderInventories(Resource):
         _send_set(req, resp, generation, records, from_db=False)
 
     def on_delete(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        require_version(req, "delete_all_inventories", status=405)
+        self.require_method(req)
         self.authorize(req, "placement:resource_providers:inventories:delete")
         retry.run_write(self.db, lambda conn: inventories.replace_all(
             conn, uuid, None, [], reserved_may_equal_total=True))

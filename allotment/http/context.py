@@ -15,13 +15,15 @@ if TYPE_CHECKING:  # auth imports the HTTP layer's environ keys
 class RequestContext:
     """Filled by ``PlacementMiddleware`` before any handler runs."""
 
-    __slots__ = ("request_id", "identity", "negotiated")
+    __slots__ = ("request_id", "identity", "negotiated", "unrouted")
 
     def __init__(self) -> None:
         self.request_id: str | None = None
         self.identity: Identity | None = None
         # None until negotiated, and for errors raised before negotiation.
         self.negotiated: Version | None = None
+        # The URI names no resource (an empty last segment, say).
+        self.unrouted = False
 
     @property
     def version(self) -> Version:

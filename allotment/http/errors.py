@@ -12,6 +12,7 @@ import contextlib
 import html
 import json
 import logging
+import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -41,7 +42,7 @@ REFUSALS: dict[type[ledger.LedgerError], tuple[int, str]] = {
     ledger.UnknownInventoryProvider: (400, errors.RESOURCE_PROVIDER_NOT_FOUND),
     # The data breaks a rule.
     ledger.InvalidCapacity: (400, errors.DEFAULT),
-    ledger.InvalidParent: (400, errors.DEFAULT),
+    ledger.InvalidNewProvider: (400, errors.DEFAULT),
     ledger.InvalidTreeChange: (400, errors.DEFAULT),
     ledger.StandardResourceClass: (400, errors.DEFAULT),
     ledger.StandardTrait: (400, errors.DEFAULT),
@@ -123,13 +124,32 @@ def error_body(status: int, title: str, detail: str, code: str,
     return {"errors": [entry]}
 
 
+_TAG = re.compile(r"<.*?>")
+
+
+def _one_line(message: str) -> str:
+    """The message as upstream's WebOb error bodies carry it: one line, no markup.
+
+    Newlines become spaces (clients such as osc-placement show only the last
+    line of ``detail``), carriage returns and anything tag-like are dropped.
+    """
+    return _TAG.sub("", message.replace("\n", " ").replace("\r", ""))
+
+
 def write_error(req: Request, resp: falcon.Response, status: int, message: str,
                 code: str = errors.DEFAULT, headers: dict[str, str] | None = None) -> None:
     title = errors.TITLES.get(status) or falcon.code_to_http_status(status)[4:]
     explanation = errors.EXPLANATIONS.get(status, "")
     if status == 406 and "%s" in explanation:
         explanation = explanation % (req.get_header("Accept") or "")
-    detail = f"{explanation}\n\n {message}  " if explanation else message
+    flat = _one_line(message)
+    if status == 405:
+        # WebOb's own 405 body, which upstream sends: the method named first.
+        detail = f"The method {req.method} is not allowed for this resource. \n\n {flat}"
+    elif explanation:
+        detail = f"{explanation}\n\n {flat}  "
+    else:
+        detail = flat
     version = req.context.negotiated
     request_id = getattr(req.context, "request_id", None)
     resp.status = status
@@ -163,12 +183,14 @@ def handle_exception(req: Request, resp: falcon.Response, ex: Exception,
         # Falcon lists OPTIONS; upstream answers OPTIONS with 405 outside CORS.
         allowed = ", ".join(m.strip() for m in allowed.split(",")
                             if m.strip() and m.strip() != "OPTIONS")
-        write_error(req, resp, 405,
-                    f"The method {req.method} is not allowed for this resource.",
-                    headers={"Allow": allowed})
+        # A method gated by microversion: upstream says no more (and sends no
+        # Allow; we list what the URI has at this version, as HTTP requires).
+        message = ("" if isinstance(ex, errors.MethodNotAllowedHere)
+                   else "The method specified is not allowed for this resource.")
+        write_error(req, resp, 405, message, headers={"Allow": allowed})
     elif isinstance(ex, falcon.HTTPError):
         status = ex.status_code
-        message = ex.description or ex.title or ""
+        message = ex.description or ""
         write_error(req, resp, status, message, headers=dict(ex.headers or {}))
     else:
         LOG.exception("Uncaught exception serving %s %s", req.method, req.path)

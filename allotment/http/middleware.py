@@ -39,9 +39,14 @@ class PlacementMiddleware:
             if length_value and not env.get("CONTENT_TYPE"):
                 raise errors.BadRequest("content-type header required")
 
-    def process_resource(self, req: Request, resp: falcon.Response, resource,
-                         params: dict) -> None:
-        if req.method in ("GET", "HEAD"):
+    def process_resource(self, req: Request, resp: falcon.Response, resource: object,
+                         params: dict[str, str]) -> None:
+        if any(value == "" for value in params.values()):
+            # ``/resource_providers/`` and the like: no such URI upstream.
+            req.context.unrouted = True
+            raise falcon.HTTPNotFound()
+        # Version discovery answers JSON whatever Accept says, as upstream.
+        if req.method in ("GET", "HEAD") and req.path != "/":
             accept = req.env.get("HTTP_ACCEPT")
             if accept and accept.strip() != "*/*" and not accepts_json(accept):
                 raise errors.NotAcceptable("Only application/json is provided")
@@ -51,4 +56,6 @@ class PlacementMiddleware:
         version = req.context.negotiated
         if version is not None:
             resp.set_header("openstack-api-version", f"placement {version}")
-            resp.set_header("vary", "openstack-api-version")
+            # Upstream's 404 for a URI it has no route for carries no Vary.
+            if resource is not None and not req.context.unrouted:
+                resp.set_header("vary", "openstack-api-version")

@@ -70,6 +70,20 @@ def require_json(req: Request) -> None:
         )
 
 
+def _has_lone_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(item) for item in value)
+    return False
+
+
 def json_body(req: Request, schema: Mapping | None = None) -> Any:
     """The request's JSON document, validated; 415/400 when it is not one."""
     require_json(req)
@@ -78,6 +92,10 @@ def json_body(req: Request, schema: Mapping | None = None) -> Any:
         data = json.loads(raw.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise errors.BadRequest(f"Malformed JSON: {exc}") from None
+    # A lone surrogate can only come as a \u escape; no database can store it.
+    if b"\\u" in raw and _has_lone_surrogate(data):
+        raise errors.BadRequest("Malformed JSON: a string holds an unpaired surrogate "
+                                "(\\ud800-\\udfff) escape, which is not valid Unicode")
     if schema is not None:
         validate(data, schema)
     return data

@@ -14,8 +14,10 @@ transaction (``write``), in this order:
    usage no higher than it was (a provider already over capacity after its
    inventory shrank may still be given back resources or swapped within);
 4. delete the consumers' old allocations and insert the new ones;
-5. compare-and-set the generation of every provider from step 2, then of
-   every consumer; a consumer left without allocations is deleted.
+5. compare-and-set the generation of every provider in the new
+   allocations and of an emptied consumer's old providers (as upstream; not
+   of those a consumer leaves for others), then of every consumer; a
+   consumer left without allocations is deleted.
 
 Atomicity per database: PostgreSQL and MySQL/MariaDB run READ COMMITTED;
 the row locks of steps 1-2 make concurrent claims on a provider queue, and
@@ -217,7 +219,7 @@ def write(conn: sa.Connection, claims: list[Claim]) -> None:
         by_uuid[rp_uuid] = provider
     a = t.allocations
     old_rows = conn.execute(
-        sa.select(a.c.resource_provider_id, a.c.resource_class_id, a.c.used)
+        sa.select(a.c.consumer_id, a.c.resource_provider_id, a.c.resource_class_id, a.c.used)
         .where(a.c.consumer_id.in_(uuids))).all() if uuids else []
     touched = {p.id: p for p in by_uuid.values()}
     unseen = {row.resource_provider_id for row in old_rows} - set(touched)
@@ -249,7 +251,16 @@ def write(conn: sa.Connection, claims: list[Claim]) -> None:
     if new_rows:
         conn.execute(a.insert(), new_rows)
 
-    for provider_id in sorted(touched):
+    # Which generations change, as upstream: the providers in the new
+    # allocations, and those of a consumer whose allocations are emptied
+    # (upstream writes its old ones as zero amounts); not those a consumer
+    # leaves for others (a migration's destination on revert) nor, on
+    # DELETE, any. All are locked all the same.
+    emptied = {c.consumer_uuid for c in claims if not any(c.allocations.values())}
+    changed = {by_uuid[rp_uuid].id for c in claims
+               for rp_uuid, resources in c.allocations.items() if resources}
+    changed |= {row.resource_provider_id for row in old_rows if row.consumer_id in emptied}
+    for provider_id in sorted(changed):
         providers.bump_generation(conn, touched[provider_id])
     for c in sorted(claims, key=lambda c: c.consumer_uuid):
         _save_consumer(conn, c, existing.get(c.consumer_uuid))

@@ -99,11 +99,12 @@ class InvalidCapacity(LedgerError):
         self.resource_class = resource_class
 
 
-class InvalidParent(LedgerError):
-    """A new provider's parent is itself or does not exist."""
+class InvalidNewProvider(LedgerError):
+    """A new provider without a name, or whose parent is itself or does not exist."""
 
     def __init__(self, name: str, uuid: str, reason: str) -> None:
-        super().__init__(f'Unable to create resource provider "{name}", {uuid}: {reason}')
+        super().__init__(f'Unable to create resource provider "{name}", {uuid}: Object '
+                         f'action create failed because: {reason}')
         self.uuid = uuid
         self.reason = reason
 

@@ -22,7 +22,7 @@ from allotment.ledger import capacity
 from allotment.ledger.common import aggregate_ids, class_ids, trait_ids, utcnow
 from allotment.ledger.errors import (
     DuplicateProvider,
-    InvalidParent,
+    InvalidNewProvider,
     InvalidTreeChange,
     ProviderGenerationConflict,
     ProviderHasChildren,
@@ -119,15 +119,18 @@ def create(conn: sa.Connection, name: str, uuid: str | None,
     winner's row and refuses with ``DuplicateProvider``.
     """
     uuid = normalize_uuid(uuid) if uuid else str(uuidlib.uuid4())
+    if not name:
+        raise InvalidNewProvider(name, uuid, "name is required")
     parent = None
     if parent_uuid is not None:
         parent_uuid = normalize_uuid(parent_uuid)
         if parent_uuid == uuid:
-            raise InvalidParent(name, uuid, "parent provider UUID cannot be same as UUID. "
-                                "Please choose a different parent provider UUID.")
+            raise InvalidNewProvider(name, uuid, "parent provider UUID cannot be same as UUID. "
+                                     "Please set parent provider UUID to None if there is "
+                                     "no parent.")
         parent = get(conn, parent_uuid)
         if parent is None:
-            raise InvalidParent(name, uuid, "parent provider UUID does not exist.")
+            raise InvalidNewProvider(name, uuid, "parent provider UUID does not exist.")
     _refuse_duplicates(conn, name=name, uuid=uuid)
     result = conn.execute(t.resource_providers.insert().values(
         uuid=uuid, name=name, generation=0, created_at=utcnow(),
