@@ -1,0 +1,16 @@
+"""Markers of the live-server client tests."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "sidebyside: compares allotment with upstream Placement 16.0.0 side by side "
+        "(starts both servers; deselect with -m 'not sidebyside')")
+    config.addinivalue_line(
+        "markers",
+        "clients: runs a real client's own tests (openstacksdk, ...) against a live "
+        "allotment serve (deselect with -m 'not clients')")
