@@ -146,6 +146,9 @@ def write_error(req: Request, resp: falcon.Response, status: int, message: str,
     if status == 405:
         # WebOb's own 405 body, which upstream sends: the method named first.
         detail = f"The method {req.method} is not allowed for this resource. \n\n {flat}"
+    elif status == 406:
+        # WebOb's 406 body has its own spacing, too.
+        detail = f"{explanation} \n\n {flat}"
     elif explanation:
         detail = f"{explanation}\n\n {flat}  "
     else:

@@ -79,25 +79,21 @@ MIN = Version(*MIN_VERSION)
 MAX = Version(*MAX_VERSION)
 
 
+# Every version string the service speaks, oldest first (microversion-parse's form).
+VERSION_STRINGS = [f"{MIN_VERSION[0]}.{minor}"
+                   for minor in range(MIN_VERSION[1], MAX_VERSION[1] + 1)]
+
+
 def negotiate(headers: dict[str, str]) -> Version:
-    """The version a request asks for; MIN when it asks for none."""
+    """The version a request asks for; MIN when it asks for none.
+
+    microversion-parse decides, as it does for upstream, so that the refusals
+    read the same: a malformed version is a 400, one out of range a 406.
+    """
     try:
-        text = microversion_parse.get_version(headers, service_type=SERVICE_TYPE)
+        found = microversion_parse.extract_version(headers, SERVICE_TYPE, VERSION_STRINGS)
+    except TypeError as exc:
+        raise errors.BadRequest(f"Invalid microversion: {exc}") from None
     except ValueError as exc:
-        raise errors.BadRequest(f"invalid version string: {exc}") from None
-    if text is None:
-        return MIN
-    if text == "latest":
-        return MAX
-    try:
-        major_text, minor_text = text.split(".")
-        # int() accepts " 1" and "01" as upstream's parser does.
-        version = Version(int(major_text), int(minor_text))
-    except ValueError:
-        raise errors.BadRequest(f"invalid version string: {text}") from None
-    if not (MIN_VERSION <= (version.major, version.minor) <= MAX_VERSION):
-        raise errors.NotAcceptable(
-            f"Unacceptable version header: {text}",
-            headers={},
-        )
-    return version
+        raise errors.NotAcceptable(f"Invalid microversion: {exc}", headers={}) from None
+    return Version(found.major, found.minor)
