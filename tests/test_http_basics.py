@@ -203,3 +203,15 @@ def test_an_empty_provider_name_is_refused_as_upstream(client):
     assert resp.status == 400
     assert "Object action create failed because: name is required" in resp.detail
     assert client.get("/resource_providers").json()["resource_providers"] == []
+
+
+def test_microversion_refusals_read_as_upstreams(client):
+    resp = client.get("/resource_providers", version="1.99")
+    assert resp.status == 406
+    assert resp.detail == ("The resource could not be generated that was acceptable to your "
+                           "browser (content of type application/json. \n\n Invalid "
+                           "microversion: Unacceptable version header: 1.99")
+    resp = client.get("/resource_providers", version="1.x")
+    assert resp.status == 400
+    assert ("Invalid microversion: invalid version string: 1.x; invalid literal for int() "
+            "with base 10: 'x'") in resp.detail
