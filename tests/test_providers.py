@@ -133,7 +133,7 @@ def test_create_refusals_change_nothing(client, tree):
 
 @pytest.mark.parametrize("target, change, version, status, phrase, code", [
     ("ch", {"parent_provider_uuid": UNKNOWN}, "1.37", 400,
-     "Object action update failed because: parent provider UUID does not exist.", None),
+     "Object action create failed because: parent provider UUID does not exist.", None),
     ("ch", {"parent_provider_uuid": "r2"}, "1.36", 400,
      "re-parenting a provider is not currently allowed.", None),
     ("ch", {"parent_provider_uuid": None}, "1.36", 400,
@@ -146,7 +146,7 @@ def test_create_refusals_change_nothing(client, tree):
     ("ch", {"parent_provider_uuid": "gc"}, "1.37", 400,
      "creating loop in the provider tree is not allowed.", None),
     ("ch", {"name": "r2"}, "1.37", 409,
-     "Conflicting resource provider name: r2 already exists.", DUPLICATE),
+     "Conflicting resource provider r2 already exists.", DUPLICATE),
     ("ch", {"parent_provider_uuid": "r2"}, "1.13", 400,
      "Additional properties are not allowed", None),
 ])

@@ -67,4 +67,4 @@ class Resource:
 def require_version(req: Request, fact: str) -> None:
     """404 for a request whose microversion predates ``fact`` (the URI's first version)."""
     if not req.context.version.has(fact):
-        raise errors.PlacementError("The resource could not be found.", status=404)
+        raise errors.PlacementError("", status=404)

@@ -6,6 +6,8 @@ clients and operators look for these phrases.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import falcon
 
 from allotment import errors
@@ -20,6 +22,7 @@ from allotment.ledger.errors import (
     InventoryInUse,
     InventoryNotFound,
     ProviderGenerationConflict,
+    ProviderNotFound,
     ResourceClassNotFound,
     UnknownResourceClass,
 )
@@ -58,12 +61,17 @@ def _send_one(req: Request, resp: falcon.Response, generation: int,
                          last_modified=inv.updated_at or inv.created_at)
 
 
+def _missing_provider(uuid: str) -> Callable[[ProviderNotFound], str]:
+    """How upstream words a missing provider on the inventory reads."""
+    return lambda e: f"No resource provider with uuid {uuid} found : {e}"
+
+
 class ProviderInventories(Resource):
     method_gates = {"DELETE": "delete_all_inventories"}
 
     def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         self.authorize(req, "placement:resource_providers:inventories:list")
-        with self.db.read() as conn:
+        with explain({ProviderNotFound: _missing_provider(uuid)}), self.db.read() as conn:
             provider = providers.require(conn, uuid)
             records = inventories.get_inventories(conn, provider.id)
         _send_set(req, resp, provider.generation, records, from_db=True)
@@ -114,7 +122,7 @@ class ProviderInventory(Resource):
     def on_get(self, req: Request, resp: falcon.Response, uuid: str,
                resource_class: str) -> None:
         self.authorize(req, "placement:resource_providers:inventories:show")
-        with self.db.read() as conn:
+        with explain({ProviderNotFound: _missing_provider(uuid)}), self.db.read() as conn:
             provider = providers.require(conn, uuid)
             records = inventories.get_inventories(conn, provider.id)
         found = [inv for inv in records if inv.resource_class == resource_class]

@@ -10,7 +10,12 @@ from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.request import json_body, query, require_json, validate_query
 from allotment.ledger import providers, retry
-from allotment.ledger.errors import ProviderNotFound, UnknownResourceClass
+from allotment.ledger.errors import (
+    DuplicateProvider,
+    ProviderNotFound,
+    UnknownResourceClass,
+    UnknownTraits,
+)
 from allotment.schemas import providers as schemas
 
 
@@ -54,7 +59,8 @@ class ProviderCollection(Resource):
         version = req.context.version
         q = query(req)
         validate_query(q, schemas.list_schema(version))
-        filter_ = providers.ProviderQuery(name=q.get("name"), uuid=q.get("uuid"))
+        # An empty name filters nothing, as upstream.
+        filter_ = providers.ProviderQuery(name=q.get("name") or None, uuid=q.get("uuid"))
         if "member_of" in q and version.has("member_of"):
             filter_.member_of = filter_params.parse_member_of(q, version)
         if "resources" in q and version.has("resources_filter"):
@@ -64,7 +70,8 @@ class ProviderCollection(Resource):
         if "required" in q and version.has("providers_required"):
             filter_.required = filter_params.parse_required(q, version)
         with explain({UnknownResourceClass: lambda e: "Invalid resource class in resources "
-                                                      f"parameter: {e.name}"}), \
+                                                      f"parameter: {e}",
+                      UnknownTraits: lambda e: f'Invalid trait(s) in "required" parameter: {e}'}), \
                 self.db.read() as conn:
             found = providers.list_providers(conn, filter_)
         body = {"resource_providers": [provider_body(req, p) for p in found]}
@@ -102,10 +109,12 @@ class Provider(Resource):
         version = req.context.version
         data = json_body(req, schemas.UPDATE_1_14 if version.has("provider_tree")
                          else schemas.UPDATE)
-        provider = retry.run_write(self.db, lambda conn: providers.update(
-            conn, uuid, data["name"], move="parent_provider_uuid" in data,
-            parent_uuid=data.get("parent_provider_uuid"),
-            allow_reparenting=version.has("reparent")))
+        with explain({DuplicateProvider: lambda e: f"Conflicting resource provider {e.value} "
+                                                   "already exists."}):
+            provider = retry.run_write(self.db, lambda conn: providers.update(
+                conn, uuid, data["name"], move="parent_provider_uuid" in data,
+                parent_uuid=data.get("parent_provider_uuid"),
+                allow_reparenting=version.has("reparent")))
         render.json_response(req, resp, provider_body(req, provider),
                              last_modified=_last_modified([provider]))
 

@@ -13,7 +13,12 @@ from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.request import json_body, query, require_json, validate, validate_query
 from allotment.ledger import providers, retry, traits
-from allotment.ledger.errors import ProviderGenerationConflict, UnknownTraits
+from allotment.ledger.errors import (
+    ProviderGenerationConflict,
+    ProviderNotFound,
+    TraitNotFound,
+    UnknownTraits,
+)
 from allotment.schemas import traits as schemas
 
 _INVALID_TRAIT = (
@@ -68,7 +73,8 @@ class Trait(Resource):
     def on_get(self, req: Request, resp: falcon.Response, name: str) -> None:
         require_version(req, "traits")
         self.authorize(req, "placement:traits:show")
-        with self.db.read() as conn:
+        # Upstream catches a missing trait here (so its 404 carries Vary).
+        with explain({TraitNotFound: str}), self.db.read() as conn:
             trait = traits.require(conn, name)
         render.no_content(resp)
         if req.context.version.has("cache_headers"):
@@ -91,7 +97,8 @@ class Trait(Resource):
     def on_delete(self, req: Request, resp: falcon.Response, name: str) -> None:
         require_version(req, "traits")
         self.authorize(req, "placement:traits:delete")
-        retry.run_write(self.db, lambda conn: traits.delete(conn, name))
+        with explain({TraitNotFound: str}):
+            retry.run_write(self.db, lambda conn: traits.delete(conn, name))
         render.no_content(resp)
 
 
@@ -104,7 +111,8 @@ class ProviderTraits(Resource):
     def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         require_version(req, "traits")
         self.authorize(req, "placement:resource_providers:traits:list")
-        with self.db.read() as conn:
+        with explain({ProviderNotFound: lambda e: f"No resource provider with uuid {uuid} "
+                                                  f"found: {e}"}), self.db.read() as conn:
             provider = providers.require(conn, uuid)
             found = traits.provider_traits(conn, provider.id)
         self._send(req, resp, provider.generation, found)

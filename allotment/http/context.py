@@ -15,15 +15,16 @@ if TYPE_CHECKING:  # auth imports the HTTP layer's environ keys
 class RequestContext:
     """Filled by ``PlacementMiddleware`` before any handler runs."""
 
-    __slots__ = ("request_id", "identity", "negotiated", "unrouted")
+    __slots__ = ("request_id", "identity", "negotiated", "bare_error")
 
     def __init__(self) -> None:
         self.request_id: str | None = None
         self.identity: Identity | None = None
         # None until negotiated, and for errors raised before negotiation.
         self.negotiated: Version | None = None
-        # The URI names no resource (an empty last segment, say).
-        self.unrouted = False
+        # An error that upstream raises past its handlers (no route, a missing
+        # provider it does not catch, policy): answered without Vary, as there.
+        self.bare_error = False
 
     @property
     def version(self) -> Version:

@@ -64,6 +64,11 @@ REFUSALS: dict[type[ledger.LedgerError], tuple[int, str]] = {
 
 Wording = Callable[[Any], str]
 
+# What upstream's handlers let escape (its NotFound), and so answers without
+# Vary, when no handler words it (``explain``, which upstream's catching does).
+_UNCAUGHT_UPSTREAM = (ledger.ProviderNotFound, ledger.ResourceClassNotFound,
+                      ledger.TraitNotFound)
+
 
 def refusal(exc: ledger.LedgerError, message: str | None = None,
             answer: tuple[int, str] | None = None) -> errors.PlacementError:
@@ -93,6 +98,8 @@ def explain(wording: Mapping[type[ledger.LedgerError], Wording],
                        None)
         answer = next((answer for kind, answer in (answers or {}).items()
                        if isinstance(exc, kind)), None)
+        if message is None and answer is None:
+            raise  # Not this endpoint's to word: rendered as any other.
         raise refusal(exc, message, answer) from None
 
 
@@ -147,8 +154,11 @@ def write_error(req: Request, resp: falcon.Response, status: int, message: str,
         # WebOb's own 405 body, which upstream sends: the method named first.
         detail = f"The method {req.method} is not allowed for this resource. \n\n {flat}"
     elif status == 406:
-        # WebOb's 406 body has its own spacing, too.
+        # WebOb's 406 body has its own spacing, too, and so has its 415.
         detail = f"{explanation} \n\n {flat}"
+    elif status == 415:
+        media = req.content_type.split(";")[0].strip() if req.content_type else None
+        detail = f"The request media type {media} is not supported by this server. \n\n {flat}"
     elif explanation:
         detail = f"{explanation}\n\n {flat}  "
     else:
@@ -158,7 +168,9 @@ def write_error(req: Request, resp: falcon.Response, status: int, message: str,
     resp.status = status
     for name, value in (headers or {}).items():
         resp.set_header(name, value)
-    content_type = _preferred_error_type(req.get_header("Accept"))
+    # WebOb answers HEAD errors as HTML (and sends no body).
+    content_type = ("text/html" if req.method == "HEAD"
+                    else _preferred_error_type(req.get_header("Accept")))
     if content_type == "application/json":
         body = error_body(status, title, detail, code, request_id, version,
                           with_range=(status == 406 and version is None))
@@ -177,6 +189,8 @@ def write_error(req: Request, resp: falcon.Response, status: int, message: str,
 def handle_exception(req: Request, resp: falcon.Response, ex: Exception,
                      params: dict) -> None:
     """Falcon error handler for everything raised while serving a request."""
+    if isinstance(ex, _UNCAUGHT_UPSTREAM) or isinstance(ex, errors.Forbidden):
+        req.context.bare_error = True
     if isinstance(ex, ledger.LedgerError):
         ex = refusal(ex)
     if isinstance(ex, errors.PlacementError):

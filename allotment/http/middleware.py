@@ -35,15 +35,17 @@ class PlacementMiddleware:
             try:
                 length_value = int(length)
             except ValueError:
+                req.context.bare_error = True
                 raise errors.BadRequest("content-length header must be an integer") from None
             if length_value and not env.get("CONTENT_TYPE"):
-                raise errors.BadRequest("content-type header required")
+                req.context.bare_error = True
+                raise errors.BadRequest("content-type header required when content-length > 0")
 
     def process_resource(self, req: Request, resp: falcon.Response, resource: object,
                          params: dict[str, str]) -> None:
-        if any(value == "" for value in params.values()):
+        if "//" in req.path or any(value == "" for value in params.values()):
             # ``/resource_providers/`` and the like: no such URI upstream.
-            req.context.unrouted = True
+            req.context.bare_error = True
             raise falcon.HTTPNotFound()
         # Version discovery answers JSON whatever Accept says, as upstream.
         if req.method in ("GET", "HEAD") and req.path != "/":
@@ -56,6 +58,5 @@ class PlacementMiddleware:
         version = req.context.negotiated
         if version is not None:
             resp.set_header("openstack-api-version", f"placement {version}")
-            # Upstream's 404 for a URI it has no route for carries no Vary.
-            if resource is not None and not req.context.unrouted:
+            if resource is not None and not req.context.bare_error:
                 resp.set_header("vary", "openstack-api-version")

@@ -62,7 +62,8 @@ def validate(data: Any, schema: Mapping, what: str = "JSON") -> None:
 def require_json(req: Request) -> None:
     """415 unless the body is declared JSON (upstream checks this before policy)."""
     content_type = req.content_type
-    media = content_type.split(";")[0].strip().lower() if content_type else None
+    # Compared as written, as upstream (WebOb) does: APPLICATION/JSON is a 415.
+    media = content_type.split(";")[0].strip() if content_type else None
     if media != "application/json":
         raise errors.PlacementError(
             f"The media type {media} is not supported, use application/json",

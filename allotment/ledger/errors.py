@@ -112,8 +112,8 @@ class InvalidNewProvider(LedgerError):
 class InvalidTreeChange(LedgerError):
     """A provider update that would break the tree rules."""
 
-    def __init__(self, uuid: str, reason: str) -> None:
-        super().__init__(f"Unable to save resource provider {uuid}: Object action update "
+    def __init__(self, uuid: str, reason: str, action: str = "update") -> None:
+        super().__init__(f"Unable to save resource provider {uuid}: Object action {action} "
                          f"failed because: {reason}")
         self.uuid = uuid
         self.reason = reason

@@ -170,7 +170,8 @@ def update(conn: sa.Connection, uuid: str, name: str, *, move: bool = False,
     if move and parent_uuid is not None:
         parent = get(conn, parent_uuid)
         if parent is None:
-            raise InvalidTreeChange(uuid, "parent provider UUID does not exist.")
+            # Upstream names this "create" even here.
+            raise InvalidTreeChange(uuid, "parent provider UUID does not exist.", "create")
         if (provider.parent_id is not None and provider.parent_id != parent.id
                 and not allow_reparenting):
             raise InvalidTreeChange(uuid, "re-parenting a provider is not currently allowed.")

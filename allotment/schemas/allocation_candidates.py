@@ -3,6 +3,8 @@
 from allotment.schemas.common import GROUP_PATTERN, GROUP_PATTERN_1_33, extend
 
 STRING = {"type": "string"}
+# Upstream writes these query values' type as a list; error details quote it.
+STRINGS = {"type": ["string"]}
 
 QUERY_1_10 = {
     "type": "object",
@@ -17,8 +19,8 @@ QUERY_1_16 = extend(QUERY_1_10, limit={
     "minimum": 1,
     "minLength": 1,
 })
-QUERY_1_17 = extend(QUERY_1_16, required=STRING)
-QUERY_1_21 = extend(QUERY_1_17, member_of=STRING)
+QUERY_1_17 = extend(QUERY_1_16, required=STRINGS)
+QUERY_1_21 = extend(QUERY_1_17, member_of=STRINGS)
 
 
 def _grouped(names: tuple[str, ...], suffix: str) -> dict:
@@ -32,15 +34,16 @@ QUERY_1_25 = {
         "limit": QUERY_1_16["properties"]["limit"],
         "group_policy": {"type": "string", "enum": ["none", "isolate"]},
     },
-    "patternProperties": _grouped(("resources", "required", "member_of"), GROUP_PATTERN),
+    # In upstream's key order: error details quote the schema.
     "additionalProperties": False,
+    "patternProperties": _grouped(("resources", "required", "member_of"), GROUP_PATTERN),
 }
 QUERY_1_31 = {**QUERY_1_25, "patternProperties": _grouped(
     ("resources", "required", "member_of", "in_tree"), GROUP_PATTERN)}
 QUERY_1_33 = {**QUERY_1_31, "patternProperties": _grouped(
     ("resources", "required", "member_of", "in_tree"), GROUP_PATTERN_1_33)}
-QUERY_1_35 = extend(QUERY_1_33, root_required=STRING)
-QUERY_1_36 = extend(QUERY_1_35, same_subtree=STRING)
+QUERY_1_35 = extend(QUERY_1_33, root_required=STRINGS)
+QUERY_1_36 = extend(QUERY_1_35, same_subtree=STRINGS)
 
 _BY_FACT = (
     ("same_subtree", QUERY_1_36),

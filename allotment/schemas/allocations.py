@@ -84,15 +84,16 @@ PUT_1_12: dict[str, Any] = {
         "project_id": EXTERNAL_ID,
         "user_id": EXTERNAL_ID,
     },
-    "required": ["allocations", "project_id", "user_id"],
     "additionalProperties": False,
+    "required": ["allocations", "project_id", "user_id"],
 }
 
 # One consumer's entry where its allocations may be emptied (POST, and PUT from 1.28).
 EMPTIABLE_1_12 = copy.deepcopy(PUT_1_12)
 EMPTIABLE_1_12["properties"]["allocations"]["minProperties"] = 0
 
-CONSUMER_GENERATION = {"type": ["integer", "null"]}
+# (Upstream's has a meaningless additionalProperties; it shows in error details.)
+CONSUMER_GENERATION = {"type": ["integer", "null"], "additionalProperties": False}
 
 PUT_1_28 = copy.deepcopy(EMPTIABLE_1_12)
 PUT_1_28["properties"]["consumer_generation"] = CONSUMER_GENERATION
@@ -128,8 +129,8 @@ def by_consumer(entry: dict, min_consumers: int = 1) -> dict:
     return {
         "type": "object",
         "minProperties": min_consumers,
-        "patternProperties": {UUID_PATTERN: entry},
         "additionalProperties": False,
+        "patternProperties": {UUID_PATTERN: entry},
     }
 
 
