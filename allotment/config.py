@@ -73,12 +73,47 @@ DEFAULT_OPTS = [
     cfg.StrOpt("pybasedir", default=os.path.dirname(os.path.abspath(__file__)),
                sample_default="<Path>", help="Directory of the allotment package."),
     cfg.StrOpt("state_path", default="$pybasedir", help="Top-level state directory."),
-    cfg.BoolOpt("debug", default=False, help="Log at DEBUG level."),
+]
+
+# Ours, not upstream's: how the server defends itself and what it shows.
+ALLOTMENT_OPTS = [
+    # Limits (the HTTP layer and the request parser enforce them).
+    cfg.IntOpt("max_request_body_size", default=10 * 1024 * 1024, min=1024,
+               help="Largest request body accepted, in bytes; larger ones get 413."),
+    cfg.IntOpt("max_query_string_length", default=32 * 1024, min=256,
+               help="Longest query string accepted, in bytes; longer ones get 414."),
+    cfg.IntOpt("max_request_header_size", default=64 * 1024, min=1024,
+               help="Largest request line plus headers accepted, in bytes; larger "
+                    "ones get 431."),
+    cfg.IntOpt("max_json_depth", default=32, min=4,
+               help="Deepest nesting of arrays and objects accepted in a JSON body; "
+                    "deeper ones get 400."),
+    # Timeouts (the server's I/O layer; no application thread waits on a client).
+    cfg.IntOpt("request_timeout", default=30, min=1,
+               help="Seconds a client has to send a whole request (line, headers and "
+                    "body) once it has started; then the connection is closed."),
+    cfg.IntOpt("keepalive_timeout", default=5, min=0,
+               help="Seconds an idle keep-alive connection is kept open."),
+    cfg.IntOpt("connection_limit", default=4096, min=16,
+               help="Open client connections each worker process accepts."),
+    # Monitoring.
+    cfg.BoolOpt("metrics", default=False,
+                help="Serve Prometheus metrics at /metrics (unauthenticated)."),
+    cfg.StrOpt("metrics_listen",
+               help="host:port of a separate listener that serves only /metrics; "
+                    "when set, /metrics is not served on the API address."),
+    cfg.BoolOpt("healthcheck_details", default=False,
+                help="Let /healthcheck?detailed=1 report the database and versions."),
 ]
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
+    from oslo_log import log
+
     conf.register_opts(DEFAULT_OPTS)
+    # debug, log_file, log_dir, use_stderr, log_config_append, ... as upstream.
+    log.register_options(conf)
+    conf.register_opts(ALLOTMENT_OPTS, group="allotment")
     conf.register_opts(API_OPTS, group="api")
     conf.register_opts(PLACEMENT_OPTS, group="placement")
     conf.register_opts(DATABASE_OPTS, group="placement_database")
