@@ -43,21 +43,26 @@ class LiveServer:
 
 
 def start(workdir: Path, database_url: str | None = None, workers: int = 2,
-          threads: int = 4, ready_timeout: float = 60.0) -> LiveServer:
-    """``allotment serve`` (noauth2: token ``admin`` is an admin) on a free loopback port."""
+          threads: int = 4, ready_timeout: float = 60.0, extra_conf: str = "",
+          extra_args: list[str] | None = None, port: int | None = None) -> LiveServer:
+    """``allotment serve`` (noauth2: token ``admin`` is an admin) on a free loopback port.
+
+    ``extra_conf`` is appended to the generated placement.conf (whole sections,
+    e.g. ``"[allotment]\nmetrics = True\n"``); ``extra_args`` to the command line.
+    """
     workdir.mkdir(parents=True, exist_ok=True)
-    port = free_port()
+    port = port or free_port()
     url = database_url or f"sqlite:///{workdir}/placement.sqlite"
     conf = workdir / "placement.conf"
     conf.write_text(f"[placement_database]\nconnection = {url}\nsync_on_startup = True\n"
-                    "[api]\nauth_strategy = noauth2\n")
+                    "[api]\nauth_strategy = noauth2\n" + extra_conf)
     log_path = workdir / "server.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             ALLOTMENT + ["serve", "--config-file", str(conf), "--host", "127.0.0.1",
                          "--port", str(port), "--workers", str(workers),
-                         "--threads", str(threads)],
+                         "--threads", str(threads)] + (extra_args or []),
             stdout=log, stderr=subprocess.STDOUT, env=env)
     server = LiveServer(f"http://127.0.0.1:{port}", process, log_path)
     deadline = time.monotonic() + ready_timeout
