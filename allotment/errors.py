@@ -31,6 +31,7 @@ TITLES = {
     406: "Not Acceptable",
     409: "Conflict",
     413: "Request Entity Too Large",
+    414: "Request-URI Too Long",
     415: "Unsupported Media Type",
     500: "Internal Server Error",
     503: "Service Unavailable",

@@ -34,7 +34,7 @@ from allotment.handlers import (
 from allotment.handlers.base import Resource
 from allotment.http.context import Request
 from allotment.http.errors import handle_exception
-from allotment.http.middleware import PlacementMiddleware
+from allotment.http.middleware import PlacementMiddleware, RequestLimits
 from allotment.policy import Policy
 from allotment.services import Services
 
@@ -64,7 +64,8 @@ ROUTES: list[tuple[str, type[Resource]]] = [
 
 
 def build_falcon_app(services: Services) -> falcon.App:
-    app = falcon.App(middleware=[PlacementMiddleware()], request_type=Request)
+    app = falcon.App(middleware=[PlacementMiddleware(RequestLimits.from_conf(services.conf))],
+                     request_type=Request)
     app.req_options.strip_url_path_trailing_slash = False
     app.resp_options.secure_cookies_by_default = False
     # Bodiless answers (201 before 1.20, 204) carry no content-type, as upstream.

@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # auth imports the HTTP layer's environ keys
 class RequestContext:
     """Filled by ``PlacementMiddleware`` before any handler runs."""
 
-    __slots__ = ("request_id", "identity", "negotiated", "bare_error")
+    __slots__ = ("request_id", "identity", "negotiated", "bare_error", "max_json_depth")
 
     def __init__(self) -> None:
         self.request_id: str | None = None
@@ -25,6 +25,8 @@ class RequestContext:
         # An error that upstream raises past its handlers (no route, a missing
         # provider it does not catch, policy): answered without Vary, as there.
         self.bare_error = False
+        # ``[allotment] max_json_depth``, set with the other request limits.
+        self.max_json_depth = 32
 
     @property
     def version(self) -> Version:

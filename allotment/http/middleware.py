@@ -7,6 +7,8 @@ microversion and request-id headers.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import falcon
 
 from allotment import errors
@@ -18,11 +20,40 @@ REQUEST_ID_ENVIRON = "openstack.request_id"
 IDENTITY_ENVIRON = "allotment.identity"
 
 
+@dataclass(frozen=True)
+class RequestLimits:
+    """``[allotment]``'s limits that the application enforces itself.
+
+    The HTTP server refuses oversized headers and bodies before the
+    application sees them; the body check here covers external WSGI servers.
+    """
+
+    max_request_body_size: int = 10 * 1024 * 1024
+    max_query_string_length: int = 32 * 1024
+    max_json_depth: int = 32
+
+    @classmethod
+    def from_conf(cls, conf) -> RequestLimits:
+        opts = conf.allotment
+        return cls(max_request_body_size=opts.max_request_body_size,
+                   max_query_string_length=opts.max_query_string_length,
+                   max_json_depth=opts.max_json_depth)
+
+
 class PlacementMiddleware:
+    def __init__(self, limits: RequestLimits | None = None) -> None:
+        self.limits = limits or RequestLimits()
+
     def process_request(self, req: Request, resp: falcon.Response) -> None:
         env = req.env
+        limits = self.limits
         req.context.request_id = env.get(REQUEST_ID_ENVIRON)
         req.context.identity = env.get(IDENTITY_ENVIRON)
+        req.context.max_json_depth = limits.max_json_depth
+        if len(env.get("QUERY_STRING", "")) > limits.max_query_string_length:
+            raise errors.PlacementError(
+                f"The query string is longer than the {limits.max_query_string_length} "
+                "bytes this server accepts.", status=414)
         headers = {}
         if "HTTP_OPENSTACK_API_VERSION" in env:
             headers["openstack-api-version"] = env["HTTP_OPENSTACK_API_VERSION"]
@@ -37,6 +68,10 @@ class PlacementMiddleware:
             except ValueError:
                 req.context.bare_error = True
                 raise errors.BadRequest("content-length header must be an integer") from None
+            if length_value > limits.max_request_body_size:
+                raise errors.PlacementError(
+                    f"The request body is larger than the {limits.max_request_body_size} "
+                    "bytes this server accepts.", status=413)
             if length_value and not env.get("CONTENT_TYPE"):
                 req.context.bare_error = True
                 raise errors.BadRequest("content-type header required when content-length > 0")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import uuid as uuidlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -53,10 +54,43 @@ def validate(data: Any, schema: Mapping, what: str = "JSON") -> None:
     error = jsonschema.exceptions.best_match(validator.iter_errors(data))
     if error is None:
         return
-    # The full text (with "Failed validating ...") is what upstream shows.
+    # The full text (with "Failed validating ...") is what upstream shows,
+    # but a long value is shown as an excerpt, not twice in full.
     if what == "JSON":
-        raise errors.BadRequest(f"JSON does not validate: {error}")
-    raise errors.BadRequest(f"Invalid query string parameters: {error}")
+        raise errors.BadRequest(f"JSON does not validate: {_describe(error)}")
+    raise errors.BadRequest(f"Invalid query string parameters: {_describe(error)}")
+
+
+EXCERPT = 200  # characters of a long bad value an error message repeats
+LONG_VALUE = 1000  # a value shown whole up to this length, as upstream shows it
+
+
+def excerpt(text: str, limit: int = EXCERPT) -> str:
+    """``text``, or its start and length when it is longer than ``limit``."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters)"
+
+
+class _Shown:
+    """Stands for a value in jsonschema's message: ``repr`` is the excerpt."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _describe(error: jsonschema.exceptions.ValidationError) -> str:
+    """jsonschema's full message, with a long value cut to an excerpt (both places)."""
+    shown = repr(error.instance)
+    if len(shown) <= LONG_VALUE:
+        return str(error)
+    short = copy.copy(error)
+    short.message = excerpt(error.message.replace(shown, excerpt(shown)), 2 * LONG_VALUE)
+    short.instance = _Shown(excerpt(shown))
+    return str(short)
 
 
 def require_json(req: Request) -> None:
@@ -85,14 +119,37 @@ def _has_lone_surrogate(value: Any) -> bool:
     return False
 
 
+def _nested_deeper_than(value: Any, limit: int) -> bool:
+    """Whether arrays and objects nest more than ``limit`` deep (no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
 def json_body(req: Request, schema: Mapping | None = None) -> Any:
     """The request's JSON document, validated; 415/400 when it is not one."""
     require_json(req)
     raw = req.bounded_stream.read()
+    limit = req.context.max_json_depth
     try:
         data = json.loads(raw.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
-        raise errors.BadRequest(f"Malformed JSON: {exc}") from None
+        raise errors.BadRequest(f"Malformed JSON: {excerpt(str(exc))}") from None
+    except RecursionError:
+        data = None  # deeper than the parser goes: far deeper than the limit
+    if data is None and raw.strip() != b"null" or _nested_deeper_than(data, limit):
+        raise errors.BadRequest(f"Malformed JSON: arrays and objects nest deeper than "
+                                f"{limit} levels") from None
     # A lone surrogate can only come as a \u escape; no database can store it.
     if b"\\u" in raw and _has_lone_surrogate(data):
         raise errors.BadRequest("Malformed JSON: a string holds an unpaired surrogate "
@@ -128,8 +185,12 @@ class Query:
 
     def __init__(self, query_string: str) -> None:
         try:
+            # Percent-escapes must decode as UTF-8 (a bare %FF is refused,
+            # not turned into U+FFFD and matched against names).
             self.pairs = parse_qsl(query_string, keep_blank_values=True,
-                                   strict_parsing=False)
+                                   strict_parsing=False, errors="strict")
+        except UnicodeDecodeError as exc:
+            raise errors.BadRequest(f"Invalid query string parameters: {exc}") from None
         except ValueError as exc:
             raise errors.BadRequest(f"Invalid query string: {exc}") from None
         self.multi: dict[str, list[str]] = {}

@@ -236,6 +236,8 @@ def _providers(b: Builder) -> dict[str, str]:
         "member_of=!" + b.uuid(), "required=HW_CPU_X86_AVX2", "required=!HW_CPU_X86_AVX2",
         "required=CUSTOM_NOPE", "required=", "required=in:HW_CPU_X86_AVX2,HW_CPU_X86_SSE",
         "name=rp-1.5&uuid=" + named["rp-1.5"], "name=root-a&name=root-b",
+        # Percent-escapes that are not UTF-8, and one that is.
+        "name=%FF%FE", "name=%C3%A9", "required=%FF",
     ]
     for query in queries:
         b.at(b.sample(ALL, 6) + ["1.39"], "GET", "/resource_providers?" + query)
