@@ -7,11 +7,15 @@ import ipaddress
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import platformdirs
 from oslo_config import cfg
 
 from allotment import config
+
+if TYPE_CHECKING:
+    from allotment.db.engine import Database
 
 
 def _default_sqlite_url() -> str:
@@ -49,7 +53,7 @@ def _default_workers() -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from allotment import server, wsgi
+    from allotment import logs, server, wsgi
     from allotment.db.engine import make_url
     from allotment.db.setup import database_from_conf, prepare_database
 
@@ -60,7 +64,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
               f"{args.host}: anyone could act as admin. Use keystone, or pass "
               "--allow-noauth-remote if you really mean it.", file=sys.stderr)
         return 2
+    logs.setup(conf)  # in the master: the forked workers inherit its handlers
     db = database_from_conf(conf)
+    if not _database_reachable(db, conf):
+        return 1
     prepare_database(db, conf)
     db.dispose()
     url = make_url(conf.placement_database.connection)
@@ -73,8 +80,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     server.serve(lambda: wsgi.make_app(conf, prepare=False), args.host, args.port,
                  args.workers, args.threads,
-                 log_level="debug" if conf.debug else "warning", on_ready=ready)
+                 log_level="debug" if conf.debug else "info", on_ready=ready,
+                 limits=server.ConnectionLimits.from_conf(conf))
     return 0
+
+
+def _database_reachable(db: Database, conf: cfg.ConfigOpts) -> bool:
+    """Wait for the database at start (one line while waiting); False: it never came."""
+    from allotment.db.availability import GaveUp
+    from allotment.db.setup import wait_for_database
+
+    def say(line: str) -> None:
+        print(f"allotment: {line}", file=sys.stderr, flush=True)
+
+    try:
+        wait_for_database(db, conf, say)
+    except GaveUp as exc:
+        say(str(exc))
+        db.dispose()
+        return False
+    return True
 
 
 def cmd_db(args: argparse.Namespace) -> int:
@@ -83,6 +108,8 @@ def cmd_db(args: argparse.Namespace) -> int:
 
     conf = _load_conf(args)
     db = database_from_conf(conf)
+    if not _database_reachable(db, conf):
+        return 1
     try:
         if args.db_command in ("upgrade", "sync"):
             migrate.upgrade(db.engine)
@@ -96,24 +123,9 @@ def cmd_db(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from allotment.db import migrate
-    from allotment.db.setup import database_from_conf
+    from allotment import upgradecheck
 
-    conf = _load_conf(args)
-    db = database_from_conf(conf)
-    try:
-        current, head = migrate.current(db.engine), migrate.head()
-    finally:
-        db.dispose()
-    ok = current == head
-    print("+----------------------------------+")
-    print("| Upgrade Check Results            |")
-    print("+----------------------------------+")
-    print("| Check: Database schema           |")
-    print(f"| Result: {'Success' if ok else 'Failure':<25}|")
-    print(f"| Details: {'at ' + str(current) if ok else 'run allotment db upgrade':<24}|")
-    print("+----------------------------------+")
-    return 0 if ok else 2
+    return upgradecheck.run(_load_conf(args))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -102,8 +102,6 @@ ALLOTMENT_OPTS = [
     cfg.StrOpt("metrics_listen",
                help="host:port of a separate listener that serves only /metrics; "
                     "when set, /metrics is not served on the API address."),
-    cfg.BoolOpt("healthcheck_details", default=False,
-                help="Let /healthcheck?detailed=1 report the database and versions."),
 ]
 
 

@@ -1,7 +1,15 @@
-"""The HTTP server behind ``allotment serve``: gunicorn, pre-forked workers.
+"""The HTTP server behind ``allotment serve``: gunicorn's master, waitress's I/O.
 
-The master prepares the database once (schema and standard names), then
-each worker builds its own application and connection pool after the fork.
+gunicorn's master binds the listeners, pre-forks the worker processes and
+supervises them (restart on death, graceful stop on SIGTERM). Each worker
+serves with waitress: one I/O thread reads every connection without
+blocking and buffers whole requests (line, headers and body); only a
+complete request reaches the application threads. A client that sends half
+a request, or nothing at all, costs a socket and a little memory, never a
+thread, and is cut off when its time is up (``ConnectionTimeouts``).
+
+Every refusal the HTTP layer makes itself (malformed request, headers or
+body too large) is answered in the Placement error format with a request id.
 """
 
 from __future__ import annotations
@@ -9,41 +17,221 @@ from __future__ import annotations
 import gc
 import json
 import logging
+import os
+import time
+import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from gunicorn.app.base import BaseApplication
-from gunicorn.http.errors import InvalidHeader
-from gunicorn.workers.gthread import ThreadWorker
+from gunicorn.glogging import Logger as GunicornLogger
+from gunicorn.workers.base import Worker
+from waitress import wasyncore
+from waitress.adjustments import Adjustments
+from waitress.channel import HTTPChannel
+from waitress.server import TcpWSGIServer
+from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
+from waitress.utilities import RequestEntityTooLarge, RequestHeaderFieldsTooLarge
 
 LOG = logging.getLogger(__name__)
 
 
-class PlacementThreadWorker(ThreadWorker):
-    """gunicorn's threaded worker, answering a bad Content-Length the Placement way."""
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """What a client may cost a worker ([allotment] options)."""
 
-    def handle_error(self, req, client, addr, exc):
-        if isinstance(exc, InvalidHeader) and "CONTENT-LENGTH" in str(exc).upper():
-            body = json.dumps({"errors": [{
-                "status": 400, "title": "Bad Request",
-                "detail": "The server could not comply with the request since it is "
-                          "either malformed or otherwise incorrect.\n\n content-length "
-                          "header must be an integer  ",
-            }]}).encode()
-            head = ("HTTP/1.1 400 Bad Request\r\nConnection: close\r\n"
-                    "Content-Type: application/json\r\n"
-                    f"Content-Length: {len(body)}\r\n\r\n").encode("latin1")
-            try:
-                client.sendall(head + body)
-            except OSError:
-                pass
-            return
-        return super().handle_error(req, client, addr, exc)
+    request_timeout: float = 30.0
+    keepalive_timeout: float = 5.0
+    max_request_header_size: int = 64 * 1024
+    max_request_body_size: int = 10 * 1024 * 1024
+    connection_limit: int = 4096
+
+    @classmethod
+    def from_conf(cls, conf) -> ConnectionLimits:
+        opts = conf.allotment
+        return cls(request_timeout=opts.request_timeout,
+                   keepalive_timeout=opts.keepalive_timeout,
+                   max_request_header_size=opts.max_request_header_size,
+                   max_request_body_size=opts.max_request_body_size,
+                   connection_limit=opts.connection_limit)
+
+
+def _refusal_detail(error) -> str:
+    if isinstance(error, RequestEntityTooLarge):
+        return "The request body is larger than this server accepts."
+    if isinstance(error, RequestHeaderFieldsTooLarge):
+        return "The request line and headers are larger than this server accepts."
+    reason = str(getattr(error, "body", "") or "")
+    if "content-length" in reason.lower():
+        return "content-length header must be an integer"
+    # waitress's reasons are short and never echo the request.
+    return f"The request could not be parsed: {reason[:200]}"
+
+
+class PlacementErrorTask(ErrorTask):
+    """waitress's answer to a request it cannot take, as a Placement error."""
+
+    def execute(self) -> None:
+        error = self.request.error
+        status = int(error.code)
+        request_id = "req-" + str(uuid.uuid4())
+        body = json.dumps({"errors": [{
+            "status": status, "title": error.reason, "detail": _refusal_detail(error),
+            "code": "placement.undefined_code", "request_id": request_id,
+        }]}).encode()
+        self.status = f"{status} {error.reason}"
+        self.response_headers.extend([
+            ("Content-Type", "application/json"),
+            ("x-openstack-request-id", request_id),
+        ])
+        self.set_close_on_finish()
+        self.content_length = len(body)
+        self.write(body)
+        LOG.info("%s refused before the application: %s %s (%s)", self.channel.addr[0],
+                 status, error.reason, request_id)
+
+
+class PlacementTask(WSGITask):
+    """waitress's WSGI call, with the path as the client sent it.
+
+    waitress folds leading slashes (``//resource_providers`` becomes
+    ``/resource_providers``); upstream's servers do not, and it answers 404.
+    """
+
+    def get_environment(self) -> dict:
+        environ = super().get_environment()
+        path = self.request.path
+        if path.startswith("//") and not self.channel.server.adj.url_prefix:
+            environ["PATH_INFO"] = path
+        return environ
+
+
+class PlacementChannel(HTTPChannel):
+    """A connection that remembers when its current request began."""
+
+    task_class = PlacementTask
+    error_task_class = PlacementErrorTask
+    request_started = 0.0
+    served = False
+
+    def received(self, data: bytes) -> bool:
+        if self.request is None and data:
+            self.request_started = time.time()
+        return super().received(data)
+
+    def service(self) -> None:
+        self.served = True
+        super().service()
+
+
+class PlacementServer(TcpWSGIServer):
+    """A listener whose maintenance enforces ``ConnectionLimits``' timeouts."""
+
+    channel_class = PlacementChannel
+    limits = ConnectionLimits()
+
+    def maintenance(self, now: float) -> None:
+        limits = self.limits
+        for channel in list(self.active_channels.values()):
+            if _overdue(channel, now, limits):
+                channel.will_close = True
+
+
+def _overdue(channel: PlacementChannel, now: float, limits: ConnectionLimits) -> bool:
+    """Whether a connection has had its time (checked once a second)."""
+    if channel.requests:
+        # Being served: only a client that stopped reading its answer is cut off.
+        stalled = channel.total_outbufs_len > 0 and \
+            channel.last_activity < now - limits.request_timeout
+        return bool(stalled)
+    if channel.request is not None:
+        # Half-sent: the whole request must arrive within the request timeout.
+        return channel.request_started < now - limits.request_timeout
+    if not channel.served:
+        # Opened and silent.
+        return channel.creation_time < now - limits.request_timeout
+    return channel.last_activity < now - limits.keepalive_timeout
+
+
+class WaitressWorker(Worker):
+    """A gunicorn worker process that serves its listeners with waitress."""
+
+    def run(self) -> None:
+        limits: ConnectionLimits = getattr(self.app, "limits", ConnectionLimits())
+        adjustments = Adjustments(
+            sockets=[listener.sock for listener in self.sockets],
+            threads=self.cfg.threads,
+            connection_limit=limits.connection_limit,
+            max_request_header_size=limits.max_request_header_size,
+            max_request_body_size=limits.max_request_body_size,
+            # Our maintenance applies the timeouts; waitress's own is a backstop.
+            channel_timeout=max(limits.request_timeout, limits.keepalive_timeout) * 4,
+            cleanup_interval=1,
+            asyncore_use_poll=True,
+            backlog=self.cfg.backlog,
+            ident="",
+        )
+        socket_map: dict = {}
+        dispatcher = ThreadedTaskDispatcher()
+        dispatcher.set_thread_count(adjustments.threads)
+        servers = []
+        for sock in adjustments.sockets:
+            server = PlacementServer(
+                self.wsgi, socket_map, True, sock, dispatcher=dispatcher, adj=adjustments,
+                bind_socket=False,
+                sockinfo=(sock.family, sock.type, sock.proto, sock.getsockname()))
+            server.limits = limits
+            servers.append(server)
+        parent = os.getppid()
+        while self.alive:
+            self.notify()
+            wasyncore.loop(timeout=1.0, map=socket_map, use_poll=True, count=1)
+            if os.getppid() != parent:
+                LOG.warning("gunicorn master %s is gone; worker %s stops", parent, self.pid)
+                break
+        self._stop(servers, socket_map, dispatcher)
+
+    def _stop(self, servers: list[PlacementServer], socket_map: dict,
+              dispatcher: ThreadedTaskDispatcher) -> None:
+        """Stop accepting, let answers being made finish, then close everything."""
+        for server in servers:
+            server.accepting = False
+            server.del_channel()
+            server.socket.close()
+        deadline = time.monotonic() + self.cfg.graceful_timeout
+        while time.monotonic() < deadline and any(
+                channel.requests for server in servers
+                for channel in server.active_channels.values()):
+            self.notify()
+            wasyncore.loop(timeout=0.2, map=socket_map, use_poll=True, count=1)
+        for server in servers:
+            for channel in list(server.active_channels.values()):
+                channel.close()
+            server.trigger.close()
+        dispatcher.shutdown(cancel_pending=True, timeout=1)
+
+
+class PlacementLogger(GunicornLogger):
+    """gunicorn's own messages through the handlers ``allotment.logs`` set up.
+
+    No access log: the request log (``allotment.http.requestlog``) has the lines.
+    """
+
+    def setup(self, cfg) -> None:
+        super().setup(cfg)
+        for handler in list(self.error_log.handlers):
+            self.error_log.removeHandler(handler)
+        self.error_log.propagate = True
+        self.access_log.handlers = []
+        self.access_log.propagate = False
 
 
 class Server(BaseApplication):
-    def __init__(self, app_factory: Callable[[], Callable], options: dict) -> None:
+    def __init__(self, app_factory: Callable[[], Callable], options: dict,
+                 limits: ConnectionLimits) -> None:
         self.app_factory = app_factory
         self.options = options
+        self.limits = limits
         super().__init__()
 
     def load_config(self) -> None:
@@ -59,22 +247,50 @@ class Server(BaseApplication):
         return app
 
 
+def _bind(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def serve(app_factory: Callable[[], Callable], host: str, port: int, workers: int,
-          threads: int, log_level: str = "info", on_ready: Callable | None = None) -> None:
+          threads: int, log_level: str = "info", on_ready: Callable | None = None,
+          limits: ConnectionLimits | None = None,
+          extra_listen: list[tuple[str, int]] | None = None,
+          child_exit: Callable[[int], None] | None = None) -> None:
+    """Serve until SIGTERM/SIGINT; ``extra_listen`` adds listeners (e.g. metrics)."""
+    binds = [_bind(host, port)] + [_bind(h, p) for h, p in extra_listen or []]
     options = {
-        "bind": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
+        "bind": binds,
         "workers": workers,
         "threads": threads,
-        "worker_class": "allotment.server.PlacementThreadWorker",
+        "worker_class": "allotment.server.WaitressWorker",
         "loglevel": log_level,
         "accesslog": None,
-        "errorlog": "-",
-        "timeout": 120,
+        "logger_class": "allotment.server.PlacementLogger",
+        # The I/O loop notifies the master every second; a worker that
+        # misses 30 s of heartbeats is wedged and is replaced.
+        "timeout": 30,
         "graceful_timeout": 10,
-        "keepalive": 5,
+        "backlog": 2048,
         "proc_name": "allotment",
         "reuse_port": False,
+        # No control socket in the home directory (several servers may run).
+        "control_socket_disable": True,
     }
     if on_ready is not None:
         options["when_ready"] = lambda _arbiter: on_ready()
-    Server(app_factory, options).run()
+    if child_exit is not None:
+        options["child_exit"] = lambda _arbiter, worker: child_exit(worker.pid)
+    _raise_open_files_limit()
+    Server(app_factory, options, limits or ConnectionLimits()).run()
+
+
+def _raise_open_files_limit() -> None:
+    """Every held connection is a file descriptor: allow as many as the system does."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ImportError, ValueError, OSError):
+        pass

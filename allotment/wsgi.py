@@ -15,7 +15,7 @@ from typing import Any
 import falcon
 from oslo_config import cfg
 
-from allotment import auth, config
+from allotment import auth, config, health, logs
 from allotment.db.engine import Database
 from allotment.db.setup import database_from_conf, prepare_database
 from allotment.handlers import (
@@ -32,6 +32,7 @@ from allotment.handlers import (
     usages,
 )
 from allotment.handlers.base import Resource
+from allotment.http import requestlog
 from allotment.http.context import Request
 from allotment.http.errors import handle_exception
 from allotment.http.middleware import PlacementMiddleware, RequestLimits
@@ -89,12 +90,16 @@ def make_app(conf: cfg.ConfigOpts, db: Database | None = None,
         prepare_database(db, conf)
     services = Services(conf=conf, db=db, policy=Policy(conf))
     app: WSGIApp = build_falcon_app(services)
+    app = requestlog.IdentityLogContext(app)  # user and project into log lines
     app = auth.IdentityMiddleware(app)
     if conf.api.auth_strategy == "noauth2":
         app = auth.NoAuthMiddleware(app)
     else:
         app = auth.KeystoneAuthMiddleware(app, conf)
+    app = health.HealthcheckMiddleware(app, conf)  # /healthcheck, no token
     app = _cors(app, conf)
+    # One line per request; probes and scrapes at DEBUG while they succeed.
+    app = requestlog.RequestLog(app, probes=[health.PATH, "/metrics"])
     app = auth.RequestIdMiddleware(app)
     return app
 
@@ -116,6 +121,7 @@ def _cors(app, conf: cfg.ConfigOpts):
 
 def _load_application():
     conf = config.load()
+    logs.setup(conf)
     return make_app(conf)
 
 

@@ -86,6 +86,14 @@ def unreachable_servers_message(servers: dict[str, str], timeout: float = 3.0) -
     return "\n".join(lines)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "faults: stops and restarts private database servers under a live allotment serve "
+        "(tests/test_database_outage.py; select with -m faults, deselect with "
+        "-m 'not faults')")
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     servers = {backend: SERVER_URLS[backend] for backend in _backends()
                if backend in SERVER_URLS}

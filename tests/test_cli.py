@@ -74,7 +74,9 @@ def test_db_upgrade_is_idempotent_and_status_checks(tmp_path: Path,
 
 
 # What only ``allotment serve`` and ``allotment.wsgi:application`` need.
-WEB_STACK: tuple[str, ...] = ("falcon", "keystonemiddleware", "oslo_policy", "allotment.wsgi")
+# The policy enforcer, not the option list the status check reads (oslo_policy.opts).
+WEB_STACK: tuple[str, ...] = ("falcon", "keystonemiddleware", "oslo_policy.policy",
+                             "allotment.wsgi")
 
 _DB_COMMANDS_SCRIPT = """
 import json, sys

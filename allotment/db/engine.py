@@ -9,6 +9,13 @@ generation compare-and-set updates serialise concurrent writers. SQLite runs
 in WAL mode and every write transaction starts with ``BEGIN IMMEDIATE``, so
 writers queue for the single write lock (bounded by a busy timeout) instead
 of failing with "database is locked".
+
+A database that cannot be reached (shut down, restarting, refusing, a
+connection lost mid-transaction) surfaces from both as
+``availability.DatabaseUnavailable``; the transaction was rolled back (or
+never began). Pooled connections are checked before use (``pool_pre_ping``)
+and the pool is invalidated on a disconnect, so service resumes with the
+first request after the database is back.
 """
 
 from __future__ import annotations
@@ -21,10 +28,18 @@ from collections.abc import Iterator
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+from allotment.db import availability
 
 LOG = logging.getLogger(__name__)
 
 SQLITE_BUSY_TIMEOUT_MS = 60_000
+
+# Seconds to wait for a new server connection (libpq waits forever by default,
+# so a host that drops packets would hold a request thread for minutes).
+CONNECT_TIMEOUT = 10
 
 
 def normalize_url(url: str | URL) -> URL:
@@ -58,7 +73,12 @@ def create_engine(url: str | URL, *, sqlite_synchronous: bool = True,
                                   "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
     else:
         kwargs["isolation_level"] = "READ COMMITTED"
+        if "connect_timeout" not in parsed.query:
+            kwargs["connect_args"] = {"connect_timeout": CONNECT_TIMEOUT}
         kwargs["pool_pre_ping"] = True
+        # The rollback of a connection coming back to the pool is
+        # availability.install's, which tolerates a connection just dropped.
+        kwargs["pool_reset_on_return"] = None
         kwargs["pool_recycle"] = recycle
         kwargs["pool_size"] = pool_size if pool_size else 10
         kwargs["max_overflow"] = max_overflow if max_overflow is not None else 20
@@ -67,8 +87,10 @@ def create_engine(url: str | URL, *, sqlite_synchronous: bool = True,
     engine = sa.create_engine(parsed, **kwargs)
     if backend == "sqlite":
         _configure_sqlite(engine, sqlite_synchronous)
-    elif backend == "mysql":
-        _configure_mysql(engine)
+    else:
+        availability.install(engine)
+        if backend == "mysql":
+            _configure_mysql(engine)
     return engine
 
 
@@ -116,14 +138,31 @@ class Database:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.backend = engine.dialect.name
+        self.outage = availability.Outage(engine.url)
 
-    @contextlib.contextmanager
-    def read(self) -> Iterator[Connection]:
-        with self.engine.connect() as conn, conn.begin():
-            yield conn
+    def read(self) -> contextlib.AbstractContextManager[Connection]:
+        return self._transaction(write=False)
 
     def write(self) -> contextlib.AbstractContextManager[Connection]:
-        return write_transaction(self.engine)
+        return self._transaction(write=True)
+
+    @contextlib.contextmanager
+    def _transaction(self, write: bool) -> Iterator[Connection]:
+        lost: DBAPIError | PoolTimeout | None = None
+        try:
+            with self.engine.connect() as conn:
+                self.outage.ended()
+                if write:
+                    conn.execution_options(allotment_write=True)
+                with conn.begin():
+                    yield conn
+        except (DBAPIError, PoolTimeout) as exc:
+            if not availability.is_disconnect(exc):
+                raise
+            lost = exc
+        if lost is not None:
+            # Outside the ``except``: oslo.log would add the exception to the line.
+            raise self.outage.refused(lost) from lost
 
     def dispose(self) -> None:
         self.engine.dispose()

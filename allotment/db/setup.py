@@ -6,9 +6,11 @@ without loading the web stack.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from oslo_config import cfg
 
-from allotment.db import migrate, standard_names
+from allotment.db import availability, migrate, standard_names
 from allotment.db.engine import Database, create_engine
 
 
@@ -26,6 +28,15 @@ def database_from_conf(conf: cfg.ConfigOpts) -> Database:
         echo=db_conf.connection_debug >= 100,
     )
     return Database(engine)
+
+
+def wait_for_database(db: Database, conf: cfg.ConfigOpts,
+                      say: Callable[[str], None]) -> None:
+    """Wait until the database answers, as ``[placement_database] max_retries`` and
+    ``retry_interval`` allow; ``availability.GaveUp`` (one line) when it does not."""
+    db_conf = conf.placement_database
+    availability.wait_until_reachable(db.engine, db_conf.max_retries,
+                                      db_conf.retry_interval, say)
 
 
 def prepare_database(db: Database, conf: cfg.ConfigOpts) -> None:

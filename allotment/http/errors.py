@@ -3,7 +3,9 @@
 ``REFUSALS`` maps each domain exception (``allotment.ledger.errors``) to its
 HTTP status and Placement error code; handlers add upstream's wording
 around a reason with ``explain``. HTTP-layer refusals (``allotment.errors``)
-carry their status themselves.
+carry their status themselves. A database that cannot be reached is no
+refusal but the service failing for a moment: 503 with ``Retry-After``
+(``unavailable``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 import falcon
 
 from allotment import errors
+from allotment.db.availability import DatabaseUnavailable
 from allotment.http.context import Request
 from allotment.http.microversion import MAX, MIN
 from allotment.http.request import accept_ranges
@@ -61,6 +64,18 @@ REFUSALS: dict[type[ledger.LedgerError], tuple[int, str]] = {
     ledger.ConsumerGenerationConflict: (409, errors.CONCURRENT_UPDATE),
     ledger.RetriesExhausted: (409, errors.CONCURRENT_UPDATE),
 }
+
+# The database is shut down, restarting or unreachable: a restart is over in
+# seconds; a client honouring Retry-After comes back after it.
+RETRY_AFTER_SECONDS = 2
+
+
+def unavailable(exc: DatabaseUnavailable) -> errors.PlacementError:
+    """The answer while the database cannot be reached (the reason is logged, not sent)."""
+    return errors.PlacementError("The placement database is unavailable. Please retry "
+                                 f"in {RETRY_AFTER_SECONDS} seconds.", status=503,
+                                 headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+
 
 Wording = Callable[[Any], str]
 
@@ -193,6 +208,8 @@ def handle_exception(req: Request, resp: falcon.Response, ex: Exception,
         req.context.bare_error = True
     if isinstance(ex, ledger.LedgerError):
         ex = refusal(ex)
+    elif isinstance(ex, DatabaseUnavailable):
+        ex = unavailable(ex)
     if isinstance(ex, errors.PlacementError):
         write_error(req, resp, ex.status, ex.message, ex.code, ex.headers)
     elif isinstance(ex, falcon.HTTPMethodNotAllowed):

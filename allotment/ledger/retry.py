@@ -8,7 +8,10 @@ again in a NEW transaction, which sees the other writer's commit: a retry
 never counts its own earlier attempt as existing usage.
 
 Database-level losses (deadlock, serialization failure, a unique key taken
-by a concurrent insert) are treated the same way.
+by a concurrent insert) are treated the same way. A lost connection is not a
+race: ``Database.write()`` raises it as ``DatabaseUnavailable``, which ends
+the loop at once (the client gets 503, not 409; whether a commit cut off
+midway landed is unknown, so the work is never run again blindly).
 
 This is the one idiom for writes: a handler states the transaction and its
 retry boundary in one line, ``retry.run_write(db, lambda conn: ledger_fn(conn,

@@ -1,0 +1,90 @@
+"""``allotment status upgrade check``: is this database ready for this release?
+
+oslo.upgradecheck's table and exit codes (0 success, 1 warning, 2 failure,
+255 when a check cannot run). upstream ``placement-status``'s checks, with
+its result levels (missing root provider ids: failure; incomplete
+consumers: warning; a JSON policy file: failure, oslo.upgradecheck's common
+check), after ours: the schema at allotment's head revision (failure).
+"""
+
+from __future__ import annotations
+
+import traceback
+
+from oslo_config import cfg
+from oslo_upgradecheck import common_checks, upgradecheck
+from oslo_upgradecheck.upgradecheck import Code, Result
+
+from allotment.db import migrate
+from allotment.db.engine import Database
+from allotment.db.setup import database_from_conf
+from allotment.ledger import unfinished_migrations
+
+# Failure exit code when a check itself fails to run (oslo.upgradecheck's).
+ERROR = 255
+
+_DATA_MIGRATIONS = ('Run "placement-manage db online_data_migrations" of the Placement '
+                    "release that wrote this database.")
+
+
+class Checks(upgradecheck.UpgradeCommands):
+    """The checks, each a Result; ``check()`` prints the table, returns the worst."""
+
+    def __init__(self, conf: cfg.ConfigOpts, db: Database) -> None:
+        self.conf = conf
+        self.db = db
+
+    def _schema(self) -> Result:
+        current, head = migrate.current(self.db.engine), migrate.head()
+        if current != head:
+            return Result(Code.FAILURE,
+                          f"The schema is at revision {current}, this release needs "
+                          f'{head}: run "allotment db upgrade".')
+        return Result(Code.SUCCESS, f"At revision {current}.")
+
+    def _root_provider_ids(self) -> Result:
+        with self.db.read() as conn:
+            if not unfinished_migrations.has_tables(conn):
+                return Result(Code.SUCCESS, "No Placement tables yet.")
+            missing = unfinished_migrations.providers_without_root(conn)
+        if missing:
+            return Result(Code.FAILURE,
+                          f"{missing} resource provider(s) have no root provider id. "
+                          + _DATA_MIGRATIONS)
+        return Result(Code.SUCCESS)
+
+    def _incomplete_consumers(self) -> Result:
+        with self.db.read() as conn:
+            if not unfinished_migrations.has_tables(conn):
+                return Result(Code.SUCCESS, "No Placement tables yet.")
+            missing = unfinished_migrations.consumers_missing(conn)
+        if missing:
+            return Result(Code.WARNING,
+                          f"{missing} consumer(s) with allocations have no consumers "
+                          "table record. " + _DATA_MIGRATIONS)
+        return Result(Code.SUCCESS)
+
+    def _policy_file(self) -> Result:
+        return common_checks.check_policy_json(self, self.conf)
+
+    _upgrade_checks = (
+        ("Database schema", _schema),
+        ("Missing Root Provider IDs", _root_provider_ids),
+        ("Incomplete Consumers", _incomplete_consumers),
+        ("Policy File JSON to YAML Migration", _policy_file),
+    )
+
+
+def run(conf: cfg.ConfigOpts) -> int:
+    """Run the checks on ``conf``'s database; print the table; the exit code."""
+    try:
+        db = database_from_conf(conf)
+        try:
+            return int(Checks(conf, db).check())
+        finally:
+            db.dispose()
+    except Exception:
+        # As oslo.upgradecheck's own runner: the traceback, and a code no
+        # check result uses.
+        print("Error:\n" + traceback.format_exc())
+        return ERROR
