@@ -53,7 +53,7 @@ def _default_workers() -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from allotment import logs, server, wsgi
+    from allotment import logs, metrics, server, wsgi
     from allotment.db.engine import make_url
     from allotment.db.setup import database_from_conf, prepare_database
 
@@ -63,6 +63,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"refusing to serve auth_strategy=noauth2 on non-loopback address "
               f"{args.host}: anyone could act as admin. Use keystone, or pass "
               "--allow-noauth-remote if you really mean it.", file=sys.stderr)
+        return 2
+    try:
+        extra_listen = _metrics_listener(conf)
+    except ValueError as exc:
+        print(f"allotment: {exc}", file=sys.stderr)
         return 2
     logs.setup(conf)  # in the master: the forked workers inherit its handlers
     db = database_from_conf(conf)
@@ -78,11 +83,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
               f"(database {shown}, auth {conf.api.auth_strategy}, "
               f"{args.workers} workers x {args.threads} threads)", flush=True)
 
+    metrics.prepare_server(conf)  # before the workers fork
     server.serve(lambda: wsgi.make_app(conf, prepare=False), args.host, args.port,
                  args.workers, args.threads,
                  log_level="debug" if conf.debug else "info", on_ready=ready,
-                 limits=server.ConnectionLimits.from_conf(conf))
+                 limits=server.ConnectionLimits.from_conf(conf),
+                 extra_listen=extra_listen, child_exit=metrics.worker_exited)
     return 0
+
+
+def _metrics_listener(conf: cfg.ConfigOpts) -> list[tuple[str, int]]:
+    """The separate /metrics listener, when ``[allotment] metrics_listen`` names one."""
+    from allotment.metrics.exposition import parse_listen
+
+    listen = parse_listen(conf.allotment.metrics_listen) if conf.allotment.metrics else None
+    return [(listen[0] or "127.0.0.1", listen[1])] if listen else []
 
 
 def _database_reachable(db: Database, conf: cfg.ConfigOpts) -> bool:

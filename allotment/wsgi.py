@@ -36,6 +36,7 @@ from allotment.http import requestlog
 from allotment.http.context import Request
 from allotment.http.errors import handle_exception
 from allotment.http.middleware import PlacementMiddleware, RequestLimits
+from allotment.metrics.exposition import with_metrics
 from allotment.policy import Policy
 from allotment.services import Services
 
@@ -96,6 +97,7 @@ def make_app(conf: cfg.ConfigOpts, db: Database | None = None,
         app = auth.NoAuthMiddleware(app)
     else:
         app = auth.KeystoneAuthMiddleware(app, conf)
+    app = with_metrics(app, conf, db, [template for template, _ in ROUTES])  # /metrics
     app = health.HealthcheckMiddleware(app, conf)  # /healthcheck, no token
     app = _cors(app, conf)
     # One line per request; probes and scrapes at DEBUG while they succeed.

@@ -10,6 +10,11 @@ Two paths, chosen per request from the layout ``query.resolve`` reports:
   ``search`` combines the groups tree by tree with a lazy generator, so
   ``limit`` (and ``max_allocation_candidates``) stop the work early.
 
+Each query is timed and counted by the path it took (``metrics.candidates_found``):
+``none`` (a group that can match nothing), ``single`` / ``single_random``, and
+``spread_depth_first`` / ``spread_breadth_first`` (how ``search.generate`` walks
+the trees).
+
 Either way the provider summaries are read last, for the trees in the answer
 only (on the single path in the same statement as the match).
 
@@ -34,12 +39,14 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import sqlalchemy as sa
 
+from allotment import metrics
 from allotment.candidates import query, search, summaries
 from allotment.candidates.query import GroupIds, MatchFlag, MatchRow
 from allotment.candidates.request import CandidateRequest, Settings
@@ -70,6 +77,15 @@ class Result:
 def find(conn: sa.Connection, request: CandidateRequest, settings: Settings,
          rng: random.Random | None = None) -> Result:
     """The allocation candidates for ``request`` (400 on unknown names)."""
+    started = time.perf_counter()
+    path, result = _find(conn, request, settings, rng)
+    metrics.candidates_found(path, len(result.candidates), time.perf_counter() - started)
+    return result
+
+
+def _find(conn: sa.Connection, request: CandidateRequest, settings: Settings,
+          rng: random.Random | None) -> tuple[str, Result]:
+    """``find``, and which path it took."""
     names = query.resolve(conn, request)
     class_names = {rc_id: name for name, rc_id in names.classes.items()}
     groups = [query.group_ids(group, names) for group in request.groups]
@@ -78,25 +94,28 @@ def find(conn: sa.Connection, request: CandidateRequest, settings: Settings,
         if not group.possible:
             LOG.debug("group '%s' names an unknown aggregate or in_tree provider: "
                       "no candidates", group.suffix)
-            return Result(class_names=class_names)
+            return "none", Result(class_names=class_names)
         if not group.resources and not (group.required or group.member_of):
             # As upstream: a resourceless group selects providers only by
             # positive trait or aggregate filters.
             LOG.debug("resourceless group '%s' has nothing to select by: no candidates",
                       group.suffix)
-            return Result(class_names=class_names)
+            return "none", Result(class_names=class_names)
     roots = query.Roots(required=tuple(sorted(names.traits[n] for n in request.root_required)),
                         forbidden=tuple(sorted(names.traits[n] for n in request.root_forbidden)))
     rng = (rng or random.Random()) if settings.randomize else None
     layout = names.layout
     summary_of = None
     if len(groups) == 1 and not layout.spread_possible:
+        path = "single" if rng is None else "single_random"
         candidates, summary_of = _single(conn, groups[0], request, settings, rng, roots)
     else:
+        path = ("spread_breadth_first" if _breadth_first(request, settings, rng)
+                else "spread_depth_first")
         candidates = _spread(conn, groups, request, settings, rng, names, roots)
     LOG.debug("candidates: %d returned", len(candidates))
     if not candidates:
-        return Result(class_names=class_names)
+        return path, Result(class_names=class_names)
     in_use = {rp for candidate in candidates for rp in candidate.allocations}
     # Before 1.29 only the providers that give resources are summarised.
     only_in_use = not request.nested_aware and layout.has_trees
@@ -116,8 +135,8 @@ def find(conn: sa.Connection, request: CandidateRequest, settings: Settings,
     if not named <= uuids.keys():
         # A resourceless group's provider outside the summarised trees.
         uuids.update(summaries.provider_uuids(conn, named - uuids.keys()))
-    return Result(candidates=candidates, summaries=summary_of, class_names=class_names,
-                  uuids=uuids)
+    return path, Result(candidates=candidates, summaries=summary_of,
+                        class_names=class_names, uuids=uuids)
 
 
 def _single(conn: sa.Connection, group: GroupIds, request: CandidateRequest,
@@ -272,14 +291,22 @@ def _spread(conn: sa.Connection, groups: list[GroupIds], request: CandidateReque
             seen_foreign.add(signature)
         return search.tree_candidates(tree_slots, rules)
 
-    # A random sample under a limit takes from every tree in turn.
-    breadth_first = settings.strategy == "breadth-first" or (
-        shuffle is not None and request.limit is not None)
-    generated = search.generate(order, make_tree, breadth_first)
+    generated = search.generate(order, make_tree, _breadth_first(request, settings, rng))
     if anchors:
         # Only sharing providers make one offer reachable from two trees.
         generated = search.unique(generated)
     return search.select(generated, request.limit, settings.max_candidates, rng)
+
+
+def _breadth_first(request: CandidateRequest, settings: Settings,
+                   rng: random.Random | None) -> bool:
+    """Interleave the trees' candidates rather than take them tree after tree?
+
+    As configured, and always for a random sample under a limit (which takes
+    from every tree in turn); with a cap the sample is not shuffled first.
+    """
+    shuffled = rng is not None and settings.max_candidates < 0
+    return settings.strategy == "breadth-first" or (shuffled and request.limit is not None)
 
 
 def _granular_options(serving: list[int], facts: dict[int, _Facts],

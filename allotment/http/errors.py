@@ -20,7 +20,7 @@ from typing import Any
 
 import falcon
 
-from allotment import errors
+from allotment import errors, metrics
 from allotment.db.availability import DatabaseUnavailable
 from allotment.http.context import Request
 from allotment.http.microversion import MAX, MIN
@@ -90,6 +90,7 @@ def refusal(exc: ledger.LedgerError, message: str | None = None,
     """The HTTP refusal for a domain exception (``REFUSALS`` unless ``answer``)."""
     if answer is None:
         answer = next(REFUSALS[kind] for kind in type(exc).__mro__ if kind in REFUSALS)
+    metrics.generation_conflict(exc)
     status, code = answer
     return errors.PlacementError(str(exc) if message is None else message, code=code,
                                  status=status)
@@ -180,6 +181,7 @@ def write_error(req: Request, resp: falcon.Response, status: int, message: str,
         detail = flat
     version = req.context.negotiated
     request_id = getattr(req.context, "request_id", None)
+    metrics.refusal(req.env, status, code)
     resp.status = status
     for name, value in (headers or {}).items():
         resp.set_header(name, value)

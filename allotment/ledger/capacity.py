@@ -64,3 +64,36 @@ def room_for(inventory: Any, amount: Any) -> list[sa.ColumnElement[bool]]:
         inventory.c.max_unit >= amount,
         amount % inventory.c.step_size == 0,
     ]
+
+
+# --- the whole cloud's capacity, for monitoring -------------------------------
+
+def provider_report(conn: sa.Connection) -> list[sa.Row[Any]]:
+    """Every provider: ``id, uuid, name, root_uuid, parent_uuid``, in id order."""
+    rp = t.resource_providers.alias("rp")
+    root = t.resource_providers.alias("root")
+    parent = t.resource_providers.alias("parent")
+    return list(conn.execute(
+        sa.select(rp.c.id, rp.c.uuid, rp.c.name, root.c.uuid.label("root_uuid"),
+                  parent.c.uuid.label("parent_uuid"))
+        .select_from(rp.outerjoin(root, root.c.id == rp.c.root_provider_id)
+                     .outerjoin(parent, parent.c.id == rp.c.parent_provider_id))
+        .order_by(rp.c.id)))
+
+
+def inventory_report(conn: sa.Connection) -> list[sa.Row[Any]]:
+    """Every inventory record with its usage, in one statement.
+
+    Rows: ``provider_id, resource_class, total, reserved, allocation_ratio,
+    min_unit, max_unit, step_size, used``, by provider id and class id;
+    ``used`` is ``usage`` above, the one definition of what is allocated.
+    """
+    inventory = t.inventories.alias("inventory")
+    rc = t.resource_classes
+    return list(conn.execute(
+        sa.select(inventory.c.resource_provider_id.label("provider_id"),
+                  rc.c.name.label("resource_class"), inventory.c.total, inventory.c.reserved,
+                  inventory.c.allocation_ratio, inventory.c.min_unit, inventory.c.max_unit,
+                  inventory.c.step_size, usage(inventory).label("used"))
+        .select_from(inventory.join(rc, rc.c.id == inventory.c.resource_class_id))
+        .order_by(inventory.c.resource_provider_id, inventory.c.resource_class_id)))

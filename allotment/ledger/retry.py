@@ -31,6 +31,7 @@ from typing import TypeVar
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
+from allotment import metrics
 from allotment.db.engine import Database
 from allotment.ledger.common import is_duplicate
 from allotment.ledger.errors import Race, RetriesExhausted
@@ -134,10 +135,13 @@ def attempts(db: Database, retries: int = WRITE_RETRIES) -> Iterator[Attempt]:
         if attempt.lost_to is None:
             # Committed, or the body left the ``with`` some other way.
             return
+        if number < retries:
+            metrics.write_retry(attempt.lost_to)
         LOG.debug("write attempt %d lost a race (%s); retrying", number + 1, attempt.lost_to)
         # A little jitter keeps two losers from colliding again in lockstep.
         time.sleep(random.uniform(0, 0.002 * (number + 1)))
     LOG.warning("Exceeded retry limit of %d on a write", retries)
+    metrics.write_retries_exhausted()
     raise RetriesExhausted()
 
 

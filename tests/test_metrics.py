@@ -1,0 +1,214 @@
+"""Prometheus metrics at /metrics: off by default, no token, the cloud's capacity.
+
+In-process against every backend, plus live servers with two worker
+processes (one coherent scrape) and with a separate metrics listener.
+"""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import falcon.testing
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from allotment.wsgi import make_app
+from tests.claims_support import provider_with, put
+from tests.client import PlacementClient
+from tests.clients import live
+from tests.conftest import make_conf
+
+C1 = "11111111-1111-1111-1111-111111111111"
+C2 = "22222222-2222-2222-2222-222222222222"
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def parse(text: str) -> Samples:
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    """The sum of ``name``'s samples whose labels include ``labels`` (0 if none)."""
+    wanted = set(labels.items())
+    return sum(v for (n, ls), v in samples.items() if n == name and wanted <= ls)
+
+
+@pytest.fixture
+def metrics_client(database) -> PlacementClient:
+    conf = make_conf(database.url, allotment__metrics=True)
+    return PlacementClient(make_app(conf, db=database.db, prepare=False))
+
+
+def scrape(client: PlacementClient) -> Samples:
+    resp = client.get("/metrics", token=None)
+    assert resp.status == 200, resp
+    assert resp.headers["content-type"].startswith("text/plain; version=0.0.4")
+    return parse(resp.text)
+
+
+def test_off_by_default(client):
+    resp = client.get("/metrics")
+    assert resp.status == 404
+    assert resp.json()["errors"][0]["title"] == "Not Found"
+
+
+def test_served_without_token(metrics_client):
+    samples = scrape(metrics_client)
+    assert value(samples, "placement_capacity_scrape_success") == 1
+    # The API itself still wants a token.
+    assert metrics_client.get("/resource_providers", token=None).status == 401
+
+
+def test_capacity_numbers(metrics_client):
+    root = provider_with(metrics_client, "cn-1", VCPU={"total": 16, "reserved": 2,
+                                                       "allocation_ratio": 4.0, "max_unit": 8},
+                         MEMORY_MB={"total": 8192, "min_unit": 256, "step_size": 256})
+    child = provider_with(metrics_client, 'numa "0"\\', parent=root, DISK_GB=500)
+    other = provider_with(metrics_client, "cn-2", VCPU=4)
+    bare = metrics_client.create_provider("bare")["uuid"]
+    assert put(metrics_client, C1, {root: {"VCPU": 3, "MEMORY_MB": 512},
+                                    child: {"DISK_GB": 20}}).status == 204
+    assert put(metrics_client, C2, {root: {"VCPU": 2}, other: {"VCPU": 4}}).status == 204
+    samples = scrape(metrics_client)
+
+    def inventory(rp: str, rc: str) -> dict[str, float]:
+        return {field: value(samples, f"placement_inventory_{field}", provider_uuid=rp,
+                             resource_class=rc)
+                for field in ("total", "reserved", "allocation_ratio", "used")}
+
+    assert inventory(root, "VCPU") == {"total": 16, "reserved": 2, "allocation_ratio": 4.0,
+                                       "used": 5}
+    assert inventory(root, "MEMORY_MB") == {"total": 8192, "reserved": 0,
+                                            "allocation_ratio": 1.0, "used": 512}
+    assert inventory(child, "DISK_GB")["used"] == 20
+    assert inventory(other, "VCPU")["used"] == 4
+    # Exactly one sample per inventory record, labelled with the provider's name.
+    totals = {dict(labels)["provider_uuid"]: dict(labels)
+              for (name, labels) in samples if name == "placement_inventory_total"}
+    assert len([n for (n, _) in samples if n == "placement_inventory_total"]) == 4
+    assert totals[child]["provider_name"] == 'numa "0"\\'
+    info = {dict(labels)["provider_uuid"]: dict(labels)
+            for (name, labels) in samples if name == "placement_resource_provider_info"}
+    assert set(info) == {root, child, other, bare}
+    assert info[child]["root_provider_uuid"] == root
+    assert info[child]["parent_provider_uuid"] == root
+    assert info[root]["parent_provider_uuid"] == ""
+
+
+def test_request_and_claim_metrics(metrics_client):
+    rp = provider_with(metrics_client, "cn", VCPU=8)
+    before = scrape(metrics_client)
+    route = "/resource_providers/{uuid}"
+    for _ in range(3):
+        assert metrics_client.get(f"/resource_providers/{rp}").status == 200
+    assert metrics_client.get(f"/resource_providers/{uuid.uuid4()}").status == 404
+    assert metrics_client.get("/nowhere").status == 404
+    assert put(metrics_client, C1, {rp: {"VCPU": 2}}).status == 204
+    stale = put(metrics_client, C1, {rp: {"VCPU": 3}}, generation=None)
+    assert stale.status == 409 and stale.error_code == "placement.concurrent_update"
+    assert put(metrics_client, C2, {rp: {"VCPU": 100}}).status == 409
+    resp = metrics_client.get("/allocation_candidates?resources=VCPU:1", version="1.39")
+    assert len(resp.json()["allocation_requests"]) == 1
+    after = scrape(metrics_client)
+
+    def delta(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert delta("placement_http_requests_total", route=route, method="GET",
+                 status="200") == 3
+    assert delta("placement_http_requests_total", route=route, status="404") == 1
+    assert delta("placement_http_requests_total", route="unmatched", status="404") == 1
+    assert delta("placement_http_request_duration_seconds_count", route=route,
+                 method="GET") == 4
+    # No raw paths or uuids as labels.
+    assert not any(rp in dict(labels).get("route", "") for (_, labels) in after)
+    operation = "PUT /allocations/{consumer_uuid}"
+    assert delta("placement_allocation_writes_total", operation=operation,
+                 outcome="written") == 1
+    assert delta("placement_allocation_writes_total", operation=operation,
+                 outcome="conflict") == 1
+    assert delta("placement_allocation_writes_total", operation=operation,
+                 outcome="refused") == 1
+    assert delta("placement_generation_conflicts_total", generation="consumer") == 1
+    assert delta("placement_refusals_total", status="409",
+                 code="placement.concurrent_update") == 1
+    assert delta("placement_refusals_total", status="404") == 2
+    assert delta("placement_allocation_candidates_returned_count", path="single") == 1
+    assert delta("placement_allocation_candidates_returned_sum", path="single") == 1
+    assert delta("placement_allocation_candidates_duration_seconds_count", path="single") == 1
+    assert value(after, "placement_db_pool_size") >= 1
+
+
+def _call(app, path: str, port: str, name: str = "127.0.0.1") -> tuple[str, bytes]:
+    env = falcon.testing.create_environ(path=path, headers={"X-Auth-Token": "admin"})
+    env["SERVER_PORT"], env["SERVER_NAME"] = port, name
+    start = falcon.testing.StartResponseMock()
+    body = b"".join(app(env, start))
+    return start.status, body
+
+
+def test_separate_listener_in_process(database):
+    conf = make_conf(database.url, allotment__metrics=True,
+                     allotment__metrics_listen="127.0.0.1:9181")
+    app = make_app(conf, db=database.db, prepare=False)
+    status, body = _call(app, "/metrics", "9181")
+    assert status.startswith("200") and b"placement_inventory_total" in body
+    assert _call(app, "/metrics", "9181", name="10.0.0.1")[0].startswith("404")
+    assert _call(app, "/resource_providers", "9181")[0].startswith("404")
+    assert _call(app, "/metrics", "8778")[0].startswith("404")
+    assert _call(app, "/resource_providers", "8778")[0].startswith("200")
+
+
+# --- live servers -------------------------------------------------------------
+
+def _get(url: str, token: str | None = "admin") -> tuple[int, str]:
+    request = urllib.request.Request(url, headers={"X-Auth-Token": token} if token else {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def _requests_total(text: str, routes: Iterable[str] = ("/resource_providers",)) -> float:
+    samples = parse(text)
+    return sum(value(samples, "placement_http_requests_total", route=route) for route in routes)
+
+
+def test_one_scrape_across_workers(tmp_path: Path):
+    server = live.start(tmp_path, extra_conf="[allotment]\nmetrics = True\n", workers=2)
+    try:
+        # Concurrent clients, so that both workers answer some of the requests.
+        with ThreadPoolExecutor(8) as pool:
+            statuses = list(pool.map(lambda _: _get(server.url + "/resource_providers")[0],
+                                     range(50)))
+        assert statuses == [200] * 50
+        for _ in range(5):  # whichever worker answers, its scrape counts them all
+            status, text = _get(server.url + "/metrics", token=None)
+            assert status == 200
+            assert _requests_total(text) >= 50
+    finally:
+        server.stop()
+
+
+def test_separate_listener_live(tmp_path: Path):
+    port = live.free_port()
+    server = live.start(tmp_path, workers=2, extra_conf=(
+        f"[allotment]\nmetrics = True\nmetrics_listen = 127.0.0.1:{port}\n"))
+    try:
+        metrics_url = f"http://127.0.0.1:{port}"
+        for _ in range(5):
+            assert _get(server.url + "/resource_providers")[0] == 200
+        status, text = _get(metrics_url + "/metrics", token=None)
+        assert status == 200 and _requests_total(text) >= 5
+        assert _get(metrics_url + "/resource_providers")[0] == 404
+        assert _get(server.url + "/metrics", token=None)[0] == 404
+    finally:
+        server.stop()
