@@ -14,3 +14,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "clients: runs a real client's own tests (openstacksdk, ...) against a live "
         "allotment serve (deselect with -m 'not clients')")
+    config.addinivalue_line(
+        "markers",
+        "mixed: upstream Placement 16.0.0 and allotment serving one PostgreSQL/MariaDB "
+        "database at once (deselect with -m 'not mixed')")
