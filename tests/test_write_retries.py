@@ -147,3 +147,40 @@ def test_concurrent_creates_of_custom_classes_all_succeed(client, database):
             "/resource_classes", {"name": f"CUSTOM_R{r}_{n}"}, version="1.2").status)
         assert statuses == [201] * 6
     assert len(_custom_class_names(database)) == 30
+
+
+class _CommitLosesOnce:
+    """A Database whose first write transaction loses at COMMIT (as Galera's
+    certification failures do: error 1213 when committing, the work rolled back)."""
+
+    def __init__(self, db) -> None:
+        self._db = db
+        self.lost = 0
+
+    def write(self):
+        import contextlib
+
+        @contextlib.contextmanager
+        def transaction():
+            with self._db.write() as conn:
+                yield conn
+                if not self.lost:
+                    self.lost += 1
+                    raise _deadlock()  # rolls the real transaction back
+        return transaction()
+
+
+def test_run_write_answers_only_after_its_commit_held(database):
+    # A write whose commit loses must run again, not return the first
+    # attempt's result for a rolled-back transaction (a lost claim).
+    db = _CommitLosesOnce(database.db)
+    calls = []
+
+    def work(conn):
+        calls.append(1)
+        resource_classes.create(conn, "CUSTOM_COMMITTED")
+        return len(calls)
+
+    assert retry.run_write(db, work) == 2
+    assert db.lost == 1
+    assert _custom_class_names(database) == ["CUSTOM_COMMITTED"]

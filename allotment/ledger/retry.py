@@ -157,5 +157,11 @@ def run_write(db: Database, work: Callable[[Connection], T],
     """
     for transaction in attempts(db, retries):
         with transaction as conn:
-            return work(conn)
+            result = work(conn)
+        # Returned only once the commit (on leaving the ``with``) held: a
+        # commit that lost (a deadlock, a Galera certification failure) is
+        # swallowed there and run again, and a ``return`` inside the block
+        # would have answered success for a rolled-back transaction.
+        if transaction.lost_to is None:
+            return result
     raise AssertionError("attempts() either yields until success or raises")
