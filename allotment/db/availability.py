@@ -52,6 +52,8 @@ _PG_REFUSED_FOR_GOOD = ("does not exist", "authentication failed", "no pg_hba.co
 # connection. 1205 (lock wait) and 1213 (deadlock) are races, not outages.
 _MYSQL_GONE = {
     1040,  # too many connections
+    1047,  # Galera: "WSREP has not yet prepared node for application use" (joining,
+           # not synced, or cut off from the cluster's primary component)
     1053,  # server shutdown in progress
     1927,  # connection was killed (MariaDB)
     2002,  # can't connect through the socket

@@ -1,0 +1,179 @@
+"""A private 3-node MariaDB Galera cluster on loopback, for tests/test_galera.py.
+
+Each node is a ``tests.dbservers.MariaDBServer`` (its own data directory,
+socket and SQL port) started with the wsrep provider and three more free
+loopback ports of its own: group communication (``gmcast.listen_addr``),
+incremental state transfer (``ist.recv_addr``) and full state transfer
+(rsync, ``wsrep_sst_receive_address``). Node 1 bootstraps the cluster
+(``--wsrep-new-cluster``, its first start only); the others join it by SST
+and, when stopped and started again, catch up by IST from the others' gcache.
+
+A node counts as started when it is ``Synced`` and ``wsrep_ready``: only then
+does it run statements (before, it answers 1047 "WSREP has not yet prepared
+node for application use").
+
+``GaleraCluster.missing()`` says what is not installed (Debian: galera-4,
+mariadb-server, rsync); ``.ci/run`` installs them.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pymysql
+
+from tests.dbservers import MARIADB_INSTALL_DB, MARIADBD, MariaDBServer, _missing, free_port
+
+PROVIDER = Path("/usr/lib/galera/libgalera_smm.so")
+RSYNC = Path("/usr/bin/rsync")
+SST_RSYNC = Path("/usr/bin/wsrep_sst_rsync")
+
+
+class GaleraNode(MariaDBServer):
+    """A MariaDB server with wsrep on; as root it runs as ``mysql``, not root.
+
+    (The rsync SST script starts an rsync daemon on the joiner, which as root
+    switches to ``nobody`` and then cannot write the joiner's data directory.)
+    """
+
+    backend = "mysql (galera)"
+
+    cluster_address: str
+    bootstrap: bool
+    name: str
+
+    @staticmethod
+    def _user() -> str:
+        return "mysql" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
+
+    @classmethod
+    def create_node(cls, name: str) -> GaleraNode:
+        node = cls(Path(tempfile.mkdtemp(prefix="allotment-galera-node-")))
+        node.data = node.base / "data"
+        node.socket_path = node.base / "mariadb.sock"
+        user = pwd.getpwnam(node._user())
+        os.chown(node.base, user.pw_uid, user.pw_gid)
+        result = subprocess.run(
+            [str(MARIADB_INSTALL_DB), "--no-defaults", f"--datadir={node.data}",
+             f"--user={node._user()}", "--auth-root-authentication-method=normal",
+             "--skip-test-db", "--skip-name-resolve", "--innodb-buffer-pool-size=16M"],
+            capture_output=True)
+        if result.returncode != 0:
+            node.remove()
+            raise RuntimeError("mariadb-install-db failed:\n"
+                               + result.stdout.decode(errors="replace")
+                               + result.stderr.decode(errors="replace"))
+        node.setup(name)
+        return node
+
+    def setup(self, name: str) -> None:
+        self.name = name
+        self.gcomm_port = free_port()
+        self.ist_port = free_port()
+        self.sst_port = free_port()
+        self.bootstrap = False
+
+    def _command(self) -> list[str]:
+        options = "; ".join([
+            f"gmcast.listen_addr=tcp://127.0.0.1:{self.gcomm_port}",
+            f"ist.recv_addr=127.0.0.1:{self.ist_port}",
+            "gcache.size=64M",
+            # A node that left without saying so is given up on quickly.
+            "evs.suspect_timeout=PT3S", "evs.inactive_timeout=PT6S",
+            "evs.install_timeout=PT6S",
+        ])
+        command = super()._command() + [
+            "--wsrep-on=ON", f"--wsrep-provider={PROVIDER}",
+            f"--wsrep-cluster-address={self.cluster_address}",
+            "--wsrep-cluster-name=allotment-test", f"--wsrep-node-name={self.name}",
+            f"--wsrep-node-address=127.0.0.1:{self.gcomm_port}",
+            f"--wsrep-provider-options={options}",
+            "--wsrep-sst-method=rsync",
+            f"--wsrep-sst-receive-address=127.0.0.1:{self.sst_port}",
+            "--wsrep-slave-threads=2", "--binlog-format=ROW",
+            "--default-storage-engine=InnoDB", "--innodb-autoinc-lock-mode=2",
+        ]
+        if self.bootstrap:
+            command.append("--wsrep-new-cluster")
+        return command
+
+    def _connect(self) -> None:
+        conn = pymysql.connect(host="127.0.0.1", port=self.port, user="root", password="",
+                               connect_timeout=2, read_timeout=2)
+        try:
+            status = self.status(conn)
+        finally:
+            conn.close()
+        if status.get("wsrep_ready") != "ON" or \
+                status.get("wsrep_local_state_comment") != "Synced":
+            raise RuntimeError(f"{self.name} not synced: {status}")
+
+    @staticmethod
+    def status(conn: pymysql.connections.Connection) -> dict[str, str]:
+        with conn.cursor() as cursor:
+            cursor.execute("SHOW STATUS LIKE 'wsrep%%'")
+            return {name: value for name, value in cursor.fetchall()}
+
+    def wsrep_status(self) -> dict[str, str]:
+        conn = pymysql.connect(host="127.0.0.1", port=self.port, user="root", password="",
+                               connect_timeout=2, read_timeout=5)
+        try:
+            return self.status(conn)
+        finally:
+            conn.close()
+
+
+class GaleraCluster:
+    """Three nodes; ``start()`` bootstraps node 1 and joins the others."""
+
+    def __init__(self, nodes: list[GaleraNode], base: Path) -> None:
+        self.nodes = nodes
+        self.base = base
+
+    @staticmethod
+    def missing() -> str | None:
+        return _missing([MARIADBD, MARIADB_INSTALL_DB, PROVIDER, RSYNC, SST_RSYNC])
+
+    @classmethod
+    def create(cls, size: int = 3) -> GaleraCluster | None:
+        if cls.missing():
+            return None
+        base = Path(tempfile.mkdtemp(prefix="allotment-galera-"))
+        nodes: list[GaleraNode] = []
+        try:
+            for number in range(1, size + 1):
+                nodes.append(GaleraNode.create_node(f"node{number}"))
+        except BaseException:
+            for node in nodes:
+                node.remove()
+            shutil.rmtree(base, ignore_errors=True)
+            raise
+        address = "gcomm://" + ",".join(f"127.0.0.1:{n.gcomm_port}" for n in nodes)
+        for node in nodes:
+            node.cluster_address = address
+        return cls(nodes, base)
+
+    def start(self, timeout: float = 90.0) -> float:
+        """Bootstrap node 1, join the others one by one; return the seconds it took."""
+        began = time.monotonic()
+        first = self.nodes[0]
+        first.bootstrap = True
+        first.start(timeout)
+        first.bootstrap = False  # a restart of node 1 rejoins, never bootstraps again
+        for node in self.nodes[1:]:
+            node.start(timeout)
+        size = self.nodes[0].wsrep_status().get("wsrep_cluster_size")
+        if size != str(len(self.nodes)):
+            raise RuntimeError(f"cluster size {size}, expected {len(self.nodes)}")
+        return time.monotonic() - began
+
+    def remove(self) -> None:
+        for node in reversed(self.nodes):
+            node.remove()
+        shutil.rmtree(self.base, ignore_errors=True)
