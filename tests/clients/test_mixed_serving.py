@@ -21,6 +21,12 @@ from tests.conftest import _backends
 
 pytestmark = pytest.mark.mixed
 
+
+@pytest.fixture(scope="module", autouse=True)
+def upstream_venv() -> None:
+    """Upstream 16.0.0's venv (bench/.upstream-venv), built on first use as bench does."""
+    mixed.sidebyside._bench_servers().ensure_upstream_venv(mixed.sidebyside.UPSTREAM_VENV)
+
 BACKENDS = [b for b in ("postgresql", "mysql") if b in _backends()]
 VCPUS = 32
 
