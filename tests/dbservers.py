@@ -193,17 +193,21 @@ class MariaDBServer(_Server):
         server = cls(Path(tempfile.mkdtemp(prefix="allotment-mariadb-")))
         server.data = server.base / "data"
         server.socket_path = server.base / "mariadb.sock"
+        server.install_data_dir()
+        return server
+
+    def install_data_dir(self) -> None:
+        """``mariadb-install-db`` into ``self.data``; on failure, removed and raised."""
         result = subprocess.run(
-            [str(MARIADB_INSTALL_DB), "--no-defaults", f"--datadir={server.data}",
-             f"--user={server._user()}", "--auth-root-authentication-method=normal",
+            [str(MARIADB_INSTALL_DB), "--no-defaults", f"--datadir={self.data}",
+             f"--user={self._user()}", "--auth-root-authentication-method=normal",
              "--skip-test-db", "--skip-name-resolve", "--innodb-buffer-pool-size=16M"],
             capture_output=True)
         if result.returncode != 0:
-            server.remove()
+            self.remove()
             raise RuntimeError("mariadb-install-db failed:\n"
                                + result.stdout.decode(errors="replace")
                                + result.stderr.decode(errors="replace"))
-        return server
 
     data: Path
     socket_path: Path

@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -59,16 +58,7 @@ class GaleraNode(MariaDBServer):
         node.socket_path = node.base / "mariadb.sock"
         user = pwd.getpwnam(node._user())
         os.chown(node.base, user.pw_uid, user.pw_gid)
-        result = subprocess.run(
-            [str(MARIADB_INSTALL_DB), "--no-defaults", f"--datadir={node.data}",
-             f"--user={node._user()}", "--auth-root-authentication-method=normal",
-             "--skip-test-db", "--skip-name-resolve", "--innodb-buffer-pool-size=16M"],
-            capture_output=True)
-        if result.returncode != 0:
-            node.remove()
-            raise RuntimeError("mariadb-install-db failed:\n"
-                               + result.stdout.decode(errors="replace")
-                               + result.stderr.decode(errors="replace"))
+        node.install_data_dir()
         node.setup(name)
         return node
 
