@@ -40,7 +40,7 @@ class Cell:
     def __init__(self, value: float | None, kind: str, timed_out: float | None = None,
                  suffix: str = "", text: str = "") -> None:
         self.value = value
-        self.kind = kind  # "time" or "rate"
+        self.kind = kind  # "time", "rate" or "number" (lower is better)
         self.timed_out = timed_out
         self.suffix = suffix
         self.text = text
@@ -50,7 +50,10 @@ class Cell:
             return self.text
         if self.timed_out is not None:
             return f">{self.timed_out:g} s"
-        shown = fmt_time(self.value) if self.kind == "time" else fmt_rate(self.value)
+        if self.kind == "number":
+            shown = "-" if self.value is None else f"{self.value:.2f}"
+        else:
+            shown = fmt_time(self.value) if self.kind == "time" else fmt_rate(self.value)
         return shown + self.suffix
 
 
@@ -79,6 +82,8 @@ def rows_for(kind: str, found: dict[str, Measurement]) -> list[tuple[str, dict[s
     if any(m.note for m in found.values()):
         note = next(m.note for m in found.values() if m.note)
         return [("latency", {impl: Cell(None, "time", text=note) for impl in found})]
+    if kind == "loop":
+        return loop_rows({impl: m.loop for impl, m in found.items()})
     timings = {impl: m.timing for impl, m in found.items() if m.timing is not None}
     if kind == "latency":
         n = {impl: len(t.samples) for impl, t in timings.items()}
@@ -101,6 +106,50 @@ def rows_for(kind: str, found: dict[str, Measurement]) -> list[tuple[str, dict[s
         rows.append(("PUT latency median", {impl: Cell(t.median, "time", t.timed_out)
                                             for impl, t in timings.items()}))
     return rows
+
+
+def loop_rows(tallies: dict) -> list[tuple[str, dict[str, Cell]]]:
+    """The rows of one scheduler loop (``tallies``: impl -> scheduler.LoopTally)."""
+    def cells(make) -> dict[str, Cell]:
+        return {impl: make(t) for impl, t in tallies.items()}
+
+    def failed(t) -> Cell:
+        text = f"{t.failed} of {t.attempted}"
+        if t.boots.timed_out is not None:
+            text += f", stopped by a request over {t.boots.timed_out:g} s"
+        if t.no_candidates:
+            text += f", {t.no_candidates} on no candidates"
+        if t.errors:
+            text += " (" + ", ".join(f"{n}x {what}" for what, n in sorted(t.errors.items())) + ")"
+        return Cell(None, "number", text=text)
+
+    def capacity(t) -> Cell:
+        if t.over_capacity is None:
+            return Cell(None, "number", text=t.check_note or "not checked")
+        over = t.over_capacity
+        if not over:
+            text = f"none ({len(t.touched)} providers read)"
+        else:
+            text = ", ".join(over[:5]) + (f" and {len(over) - 5} more" if len(over) > 5 else "")
+        if t.check_note:
+            text += f"; {t.check_note}"
+        return Cell(None, "number", text=text)
+
+    schedulers = max((t.schedulers for t in tallies.values()), default=1)
+    n = "/".join(str(len(t.boots.samples)) for t in tallies.values())
+    return [
+        (f"boots/s, {schedulers} schedulers (n={n})",
+         cells(lambda t: Cell(t.boots.rate, "rate", t.boots.timed_out))),
+        ("boot latency median (GET + PUTs)",
+         cells(lambda t: Cell(t.boots.median, "time", t.boots.timed_out))),
+        ("boot latency p95", cells(lambda t: Cell(t.boots.p95, "time", t.boots.timed_out))),
+        ("409s per boot", cells(lambda t: Cell(t.conflicts / t.attempted if t.attempted
+                                               else None, "number"))),
+        ("queries per boot", cells(lambda t: Cell(t.queries / t.attempted if t.attempted
+                                                  else None, "number"))),
+        ("failed boots", cells(failed)),
+        ("over capacity", cells(capacity)),
+    ]
 
 
 def _candidates_note(found: dict[str, Measurement]) -> str:
@@ -126,7 +175,8 @@ def table(results: list[Measurement], impls: list[str], titles: dict[str, str]) 
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     last_scenario = last_label = None
     for (scenario, label, kind), found in grouped.items():
-        shown_label = label + _candidates_note(found) if kind == "latency" else label
+        noted = kind == "latency" or kind == "loop"
+        shown_label = label + _candidates_note(found) if noted else label
         for measure_name, cells in rows_for(kind, found):
             row = [titles.get(scenario, scenario) if scenario != last_scenario else "",
                    shown_label if (scenario, label) != (last_scenario, last_label) else "",
@@ -169,6 +219,8 @@ def as_json(results: list[Measurement]) -> list[dict]:
                  "candidates": m.candidates, "note": m.note}
         if m.timing is not None:
             entry["timing"] = m.timing.as_dict()
+        if m.loop is not None:
+            entry["loop"] = m.loop.as_dict()
         if m.seconds is not None:
             entry["seconds"] = m.seconds
             entry["requests"] = m.requests

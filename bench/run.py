@@ -23,13 +23,14 @@ from pathlib import Path
 
 import report
 import scenarios
+import scheduler
 import servers
 from http_client import PlacementClient
 from loader import Loader, count_providers
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
-SCENARIOS = ("perfload", "claims", "nested", "wide")
+SCENARIOS = ("perfload", "claims", "nested", "wide", "loop", "loopnested", "bug2126751")
 
 
 def _ints(text: str) -> list[int]:
@@ -85,6 +86,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     s.add_argument("--throughput-budget", type=float,
                    help="stop one throughput run after this many seconds [120]")
     s.add_argument("--load-concurrency", type=int, help="threads loading data [8]")
+    s.add_argument("--schedulers", type=int,
+                   help="concurrent schedulers in the loop workloads [10]")
+    s.add_argument("--boots", type=int,
+                   help="boots per scheduler and server in the loop workloads (bounded by "
+                        "--throughput-budget) [50]")
+    s.add_argument("--loop-seconds", type=float,
+                   help="run each server's loop this long instead of a number of boots")
+    s.add_argument("--loop-limit", type=int,
+                   help="limit= of the loop's queries (nova's [scheduler] "
+                        "max_placement_results) and of bug2126751's first query [1000]")
     p.add_argument("--output", help="markdown file to write (default bench/results/<time>.md)")
     return p.parse_args(argv)
 
@@ -92,10 +103,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 DEFAULTS = dict(providers=[1000, 10000], nested_hosts=300, wide_roots=2, wide_widths=[8, 16],
                 wide_groups=6, wide_max_candidates=100_000, samples=50, requests=500,
                 concurrency=10, allocations=100, claims=500, timeout=60.0,
-                latency_budget=30.0, throughput_budget=120.0, load_concurrency=8)
+                latency_budget=30.0, throughput_budget=120.0, load_concurrency=8,
+                schedulers=10, boots=50, loop_seconds=None, loop_limit=1000)
 QUICK = dict(DEFAULTS, providers=[100, 300], nested_hosts=20, wide_roots=1, samples=10,
              requests=50, allocations=20, claims=50, timeout=15.0, latency_budget=10.0,
-             throughput_budget=20.0)
+             throughput_budget=20.0, boots=10)
 
 
 def settings_from(args: argparse.Namespace) -> scenarios.Settings:
@@ -250,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     results: list[scenarios.Measurement] = []
     titles = {}
     failures = []
-    for scenario in scenarios.build(settings, only):
+    for scenario in scenarios.build(settings, only) + scheduler.build(settings, only):
         titles[scenario.name] = scenario.title
         print(f"== {scenario.title}", flush=True)
         results += run_scenario(targets, scenario, settings, args, dbs, workdir, failures)

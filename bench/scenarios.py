@@ -11,6 +11,8 @@
    hosts; six ``resourcesN=VGPU:1`` groups, group_policy=none, with and without limit;
    then one group more than a wide root has devices (no candidates).
 
+The scheduler loop (loop, loopnested) and upstream's bug 2126751 are in scheduler.py.
+
 Each workload's providers carry names (and uuids derived from them) of their own, so
 they can share one long-lived server in ``--url`` mode.
 """
@@ -22,6 +24,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import measure
 from http_client import PlacementClient, Reply, RequestTimeout
@@ -50,6 +53,10 @@ class Settings:
     latency_budget: float
     throughput_budget: float
     load_concurrency: int
+    schedulers: int
+    boots: int
+    loop_seconds: float | None
+    loop_limit: int
 
 
 @dataclass
@@ -59,12 +66,13 @@ class Measurement:
     impl: str
     scenario: str
     label: str
-    kind: str  # "load", "latency", "throughput", "writes"
+    kind: str  # "load", "latency", "throughput", "writes", "loop"
     timing: measure.Timing | None = None
     seconds: float | None = None  # for "load"
     requests: int | None = None  # for "load"
     candidates: int | None = None
     note: str = ""
+    loop: Any = None  # for "loop": a scheduler.LoopTally
 
 
 @dataclass
@@ -293,6 +301,7 @@ class Perfload(Scenario):
 
 
 class Nested(Scenario):
+    FPGA_UNITS = 2  # per NUMA node; the scheduler loop's variant has more
     QUERIES = [
         ("two NUMA nodes, isolate",
          "resources=DISK_GB:10&resources_N0=VCPU:2,MEMORY_MB:2048"
@@ -324,7 +333,8 @@ class Nested(Scenario):
                                  "MEMORY_MB": {"total": 65536, "allocation_ratio": 1.0}},
                     traits=["HW_NUMA_ROOT"],
                     children=[
-                        Provider(name=f"{numa}-fpga", inventories={"FPGA": {"total": 2}}),
+                        Provider(name=f"{numa}-fpga",
+                                 inventories={"FPGA": {"total": self.FPGA_UNITS}}),
                         Provider(name=f"{numa}-gpu", inventories={"VGPU": {"total": 4}}),
                     ],
                 ))
