@@ -42,27 +42,23 @@ class Checks(upgradecheck.UpgradeCommands):
                           f'{head}: run "allotment db upgrade".')
         return Result(Code.SUCCESS, f"At revision {current}.")
 
-    def _root_provider_ids(self) -> Result:
+    def _unfinished(self, count, level: Code, what: str) -> Result:
+        """``level`` when ``count(conn)`` finds rows an online migration left, else success."""
         with self.db.read() as conn:
             if not unfinished_migrations.has_tables(conn):
                 return Result(Code.SUCCESS, "No Placement tables yet.")
-            missing = unfinished_migrations.providers_without_root(conn)
+            missing = count(conn)
         if missing:
-            return Result(Code.FAILURE,
-                          f"{missing} resource provider(s) have no root provider id. "
-                          + _DATA_MIGRATIONS)
+            return Result(level, f"{missing} {what}. " + _DATA_MIGRATIONS)
         return Result(Code.SUCCESS)
 
+    def _root_provider_ids(self) -> Result:
+        return self._unfinished(unfinished_migrations.providers_without_root, Code.FAILURE,
+                                "resource provider(s) have no root provider id")
+
     def _incomplete_consumers(self) -> Result:
-        with self.db.read() as conn:
-            if not unfinished_migrations.has_tables(conn):
-                return Result(Code.SUCCESS, "No Placement tables yet.")
-            missing = unfinished_migrations.consumers_missing(conn)
-        if missing:
-            return Result(Code.WARNING,
-                          f"{missing} consumer(s) with allocations have no consumers "
-                          "table record. " + _DATA_MIGRATIONS)
-        return Result(Code.SUCCESS)
+        return self._unfinished(unfinished_migrations.consumers_missing, Code.WARNING,
+                                "consumer(s) with allocations have no consumers table record")
 
     def _policy_file(self) -> Result:
         return common_checks.check_policy_json(self, self.conf)

@@ -232,13 +232,17 @@ class MariaDBServer(_Server):
     def url(self, database: str) -> str:
         return f"mysql+pymysql://root@127.0.0.1:{self.port}/{database}"
 
-    def create_database(self, name: str) -> str:
+    def execute(self, statement: str) -> None:
+        """One statement as root, on a connection of its own."""
         conn = pymysql.connect(host="127.0.0.1", port=self.port, user="root", password="")
         try:
             with conn.cursor() as cursor:
-                cursor.execute(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
+                cursor.execute(statement)
         finally:
             conn.close()
+
+    def create_database(self, name: str) -> str:
+        self.execute(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
         return self.url(name)
 
 

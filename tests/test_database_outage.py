@@ -128,12 +128,7 @@ def _kill_own_session(server, conn: sa.Connection) -> None:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
     else:
         thread_id = conn.exec_driver_sql("SELECT CONNECTION_ID()").scalar()
-        admin = pymysql.connect(host="127.0.0.1", port=server.port, user="root", password="")
-        try:
-            with admin.cursor() as cursor:
-                cursor.execute(f"KILL {int(thread_id)}")
-        finally:
-            admin.close()
+        server.execute(f"KILL {int(thread_id)}")
 
 
 def test_a_write_cut_off_midway_changed_nothing_and_is_not_retried(running, caplog):
