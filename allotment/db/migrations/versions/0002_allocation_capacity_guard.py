@@ -117,6 +117,8 @@ _PG_TRIGGERS = [
     "FOR EACH ROW EXECUTE FUNCTION allotment_guard_allocation_delete()",
 ]
 
+# `uuid` is quoted: since MariaDB 10.7 UUID is also a type name, and a Galera node
+# re-parsing the trigger body was seen to fail on the bare word (error 1064).
 # The session variable @allotment_guard: a JSON object, key "<provider>:<class>",
 # value {"net": n, "c": consumer uuid, "id": consumer id, "g": its generation}.
 _MYSQL_VALID = """
@@ -124,7 +126,7 @@ _MYSQL_VALID = """
     SET valid = 0;
     IF entry IS NOT NULL THEN
         SELECT COUNT(*) INTO valid FROM consumers
-         WHERE uuid = JSON_UNQUOTE(JSON_EXTRACT(entry, '$.c'))
+         WHERE `uuid` = JSON_UNQUOTE(JSON_EXTRACT(entry, '$.c'))
            AND id = JSON_UNQUOTE(JSON_EXTRACT(entry, '$.id'))
            AND generation = JSON_UNQUOTE(JSON_EXTRACT(entry, '$.g'))
            AND NOT EXISTS (SELECT 1 FROM allocations
@@ -183,7 +185,7 @@ BEGIN
                                         JSON_EXTRACT(entry, '$.net') - OLD.used);
     ELSE
         SELECT MAX(id), MAX(generation) INTO cid, cgen FROM consumers
-         WHERE uuid = OLD.consumer_id;
+         WHERE `uuid` = OLD.consumer_id;
         IF @allotment_guard IS NULL OR JSON_LENGTH(@allotment_guard) > 1000 THEN
             SET @allotment_guard = '{{}}';
         END IF;
