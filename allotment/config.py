@@ -96,12 +96,31 @@ ALLOTMENT_OPTS = [
                help="Seconds an idle keep-alive connection is kept open."),
     cfg.IntOpt("connection_limit", default=4096, min=16,
                help="Open client connections each worker process accepts."),
+    # The candidates' read model.
+    cfg.StrOpt("candidates_source", default="model", choices=["model", "database"],
+               help="Where GET /allocation_candidates reads: 'model', each worker's "
+                    "in-memory read model, kept current through the change log that the "
+                    "database's triggers fill; or 'database', the tables themselves in "
+                    "each request (the reference path)."),
+    cfg.IntOpt("change_log_retention", default=3600, min=60,
+               help="Seconds rows of the change log are kept. A worker that has not read "
+                    "it for half this time reloads its read model in full."),
+    cfg.IntOpt("read_model_check_interval", default=600, min=0,
+               help="Seconds between comparisons of a worker's read model with a full "
+                    "load from the tables (any difference is logged as drift and the "
+                    "model reloaded). The load runs in a background thread of the worker; "
+                    "0 starts one after every request that finds none running (for tests)."),
     # Monitoring.
     cfg.BoolOpt("metrics", default=False,
                 help="Serve Prometheus metrics at /metrics (unauthenticated)."),
     cfg.StrOpt("metrics_listen",
                help="host:port of a separate listener that serves only /metrics; "
                     "when set, /metrics is not served on the API address."),
+    cfg.BoolOpt("dashboard", default=False,
+                help="Serve a read-only capacity dashboard at /dashboard. The page "
+                     "itself holds no data; every data request it makes carries the "
+                     "user's token and is checked by the allotment:dashboard:* "
+                     "policy rules."),
 ]
 
 

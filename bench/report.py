@@ -84,6 +84,10 @@ def rows_for(kind: str, found: dict[str, Measurement]) -> list[tuple[str, dict[s
         return [("latency", {impl: Cell(None, "time", text=note) for impl in found})]
     if kind == "loop":
         return loop_rows({impl: m.loop for impl, m in found.items()})
+    if kind == "memory":
+        return [("resident memory per worker (largest)",
+                 {impl: Cell(max(m.rss) / 2**20 if m.rss else None, "number", suffix=" MB")
+                  for impl, m in found.items()})]
     timings = {impl: m.timing for impl, m in found.items() if m.timing is not None}
     if kind == "latency":
         n = {impl: len(t.samples) for impl, t in timings.items()}
@@ -168,10 +172,12 @@ def table(results: list[Measurement], impls: list[str], titles: dict[str, str]) 
     grouped: dict[tuple[str, str, str], dict[str, Measurement]] = defaultdict(dict)
     for m in results:
         grouped[(m.scenario, m.label, m.kind)][m.impl] = m
-    compare = impls == [OURS, THEIRS]
+    # Two servers: the first over the second (allotment/upstream, or
+    # allotment/baseline for an older allotment).
+    compare = len(impls) == 2
     header = ["workload", "request", "measure", *impls]
     if compare:
-        header.append("ours/upstream")
+        header.append("ours/upstream" if impls == [OURS, THEIRS] else f"{impls[0]}/{impls[1]}")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     last_scenario = last_label = None
     for (scenario, label, kind), found in grouped.items():
@@ -183,7 +189,7 @@ def table(results: list[Measurement], impls: list[str], titles: dict[str, str]) 
                    measure_name]
             row += [cells[impl].render() if impl in cells else "-" for impl in impls]
             if compare:
-                row.append(ratio(cells.get(OURS), cells.get(THEIRS)))
+                row.append(ratio(cells.get(impls[0]), cells.get(impls[1])))
             lines.append("| " + " | ".join(row) + " |")
             last_scenario, last_label = scenario, label
     return "\n".join(lines)
@@ -221,6 +227,8 @@ def as_json(results: list[Measurement]) -> list[dict]:
             entry["timing"] = m.timing.as_dict()
         if m.loop is not None:
             entry["loop"] = m.loop.as_dict()
+        if m.rss is not None:
+            entry["rss"] = m.rss
         if m.seconds is not None:
             entry["seconds"] = m.seconds
             entry["requests"] = m.requests

@@ -59,6 +59,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     g.add_argument("--port-base", type=int, default=18500,
                    help="allotment listens here, upstream on the next port")
     g.add_argument("--allotment-bin", default=str(REPO / ".venv" / "bin" / "allotment"))
+    g.add_argument("--baseline-bin",
+                   help="an older allotment (e.g. a script running another checkout) to "
+                        "measure side by side as 'baseline'; add baseline to --impls")
     g.add_argument("--upstream-venv", default=str(BENCH / ".upstream-venv"),
                    help="venv with openstack-placement and uwsgi; created if missing "
                         "(an existing one, e.g. /tmp/upstream-venv, saves the install)")
@@ -157,7 +160,8 @@ def prepare(target: Target, scenario: scenarios.Scenario, roots: list,
     print(f"    {target.name}: loaded {count} providers in {seconds:.1f} s "
           f"({loader.requests} requests)", flush=True)
     return scenarios.Session(target.name, client, loader,
-                             restart=_restarter(server, client, args))
+                             restart=_restarter(server, client, args),
+                             worker_rss=server.worker_rss if server is not None else None)
 
 
 def run_scenario(targets: list[Target], scenario: scenarios.Scenario,
@@ -249,6 +253,13 @@ def main(argv: list[str] | None = None) -> int:
                 "allotment", args.allotment_bin, args.workers, args.threads),
                 args.port_base))
             facts.append(f"allotment: {git_describe()} under `allotment serve`")
+        if "baseline" in impls:
+            if not args.baseline_bin:
+                raise SystemExit("--impls baseline needs --baseline-bin")
+            targets.append(Target("baseline", servers.ServerCommand(
+                "allotment", args.baseline_bin, args.workers, args.threads),
+                args.port_base + 2))
+            facts.append(f"baseline: {args.baseline_bin} under `allotment serve`")
         if "upstream" in impls:
             venv = Path(args.upstream_venv)
             servers.ensure_upstream_venv(venv, args.upgrade_upstream)

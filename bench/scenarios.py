@@ -73,6 +73,7 @@ class Measurement:
     candidates: int | None = None
     note: str = ""
     loop: Any = None  # for "loop": a scheduler.LoopTally
+    rss: list[int] | None = None  # for "memory": bytes per worker
 
 
 @dataclass
@@ -83,6 +84,8 @@ class Session:
     client: PlacementClient
     loader: Loader
     restart: Callable[[], None] | None  # None when we do not own the server
+    # Resident memory of each worker, when we own the server.
+    worker_rss: Callable[[], list[int]] | None = None
     consumers: list[str] = field(default_factory=list)
 
 

@@ -225,6 +225,11 @@ def run_loop(group: Group, label: str, query: str, roots: list[Provider]) -> Non
         tally = tallies[session.impl]
         check_capacity(session, tally, names)
         group.record(session.impl, label, "loop", loop=tally, candidates=tally.candidates)
+        if session.worker_rss is not None:
+            rss = session.worker_rss()
+            group.record(session.impl, "memory after the loop", "memory", rss=rss)
+            print(f"    {session.impl}: resident memory per worker: "
+                  + ", ".join(f"{r / 2**20:.0f} MB" for r in rss), flush=True)
         rate = tally.boots.rate
         over = tally.over_capacity
         print(f"    {session.impl}: {label}: {len(tally.boots.samples)} boots, "

@@ -185,6 +185,21 @@ class RunningServer:
         raise RuntimeError(f"{self.command.name} not ready after {ready_timeout:g} s; "
                            f"see {self.log_path}")
 
+    def worker_rss(self) -> list[int]:
+        """Resident memory (bytes) of each worker: the children of the server process."""
+        if self.process is None or self.process.poll() is not None:
+            return []
+        found = []
+        for pid in _children(self.process.pid):
+            try:
+                status = Path(f"/proc/{pid}/status").read_text()
+            except OSError:
+                continue
+            for line in status.splitlines():
+                if line.startswith("VmRSS:"):
+                    found.append(int(line.split()[1]) * 1024)
+        return found
+
     def stop(self) -> None:
         if self.process is None:
             return
@@ -205,6 +220,14 @@ class RunningServer:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pgid, signal.SIGKILL)
         self.process = None
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(child) for child in text.split()]
 
 
 def _venv_has_upstream(venv: Path) -> bool:

@@ -155,6 +155,8 @@ class BackendDatabase:
             conn.execute(t.resource_classes.delete().where(t.resource_classes.c.id >= 10000))
             conn.execute(t.traits.delete().where(t.traits.c.name.like("CUSTOM\\_%",
                                                                       escape="\\")))
+            # allotment_changes is not emptied: an app may live across resets
+            # (hypothesis examples) and its read model must see these deletions.
 
     def close(self) -> None:
         self.engine.dispose()

@@ -13,6 +13,7 @@ real servers: grant tables, TCP, authentication (trust / empty root password).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
@@ -24,10 +25,13 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import psycopg
 import pymysql
+import pytest
 
 PG_BIN = Path(os.environ.get("ALLOTMENT_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
 MARIADBD = Path("/usr/sbin/mariadbd")
@@ -250,6 +254,25 @@ SERVERS: dict[str, type[PostgresServer] | type[MariaDBServer]] = {
     "postgresql": PostgresServer,
     "mysql": MariaDBServer,
 }
+
+
+ServerT = TypeVar("ServerT", "PostgresServer", "MariaDBServer")
+
+
+@contextlib.contextmanager
+def started(kind: type[ServerT], label: str) -> Iterator[ServerT]:
+    """A new private server of ``kind``, started, removed afterwards; the test is
+    skipped when its binaries are not installed."""
+    missing = kind.missing()
+    if missing:
+        pytest.skip(f"no private {label} server: {missing}")
+    server = kind.create()
+    assert server is not None
+    try:
+        server.start()
+        yield server
+    finally:
+        server.remove()
 
 
 def call(base_url: str, method: str, path: str, body: object | None = None,

@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from allotment.wsgi import make_app
 from tests.candidates_cloud import SHARES, Cloud
+from tests.client import PlacementClient
+from tests.conftest import make_conf
 
 CLASSES = ["VCPU", "DISK_GB", "VGPU"]
 TRAITS = ["CUSTOM_A", "CUSTOM_B"]
@@ -353,6 +356,12 @@ def test_candidates_match_the_reference_and_can_be_claimed(client, database, dat
             got[allocations] += 1
     want = Counter(key if with_mappings else key[0] for key in expected)
     assert got == want, (q, providers)
+    # The read model (the default source) answers exactly as the tables do.
+    reference = PlacementClient(make_app(
+        make_conf(database.url, allotment__candidates_source="database"),
+        db=database.db, prepare=False))
+    reference_body = Cloud(reference).candidates(version=q.version, **params(q, cloud)).json()
+    assert body == reference_body, (q, providers)
 
     # Every request can be claimed as returned (a sample, to stay quick).
     for request in body["allocation_requests"][:3]:

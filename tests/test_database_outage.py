@@ -42,7 +42,7 @@ from allotment.db.availability import DatabaseUnavailable, is_disconnect
 from allotment.db.engine import Database, create_engine
 from allotment.ledger import retry
 from tests.clients import live
-from tests.dbservers import SERVERS, PostgresServer, call, free_port
+from tests.dbservers import SERVERS, PostgresServer, call, free_port, started
 
 pytestmark = pytest.mark.faults
 
@@ -53,17 +53,8 @@ WAITING = "waiting for the database"
 
 @pytest.fixture(scope="module", params=sorted(SERVERS))
 def private_server(request: pytest.FixtureRequest) -> Iterator[PostgresServer]:
-    kind = SERVERS[request.param]
-    missing = kind.missing()
-    if missing:
-        pytest.skip(f"no private {request.param} server: {missing}")
-    server = kind.create()
-    assert server is not None
-    try:
-        server.start()
+    with started(SERVERS[request.param], request.param) as server:
         yield server  # type: ignore[misc]
-    finally:
-        server.remove()
 
 
 @pytest.fixture

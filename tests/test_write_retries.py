@@ -9,6 +9,8 @@ does the client get 409 ``placement.concurrent_update``.
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import pymysql
 import pytest
 import sqlalchemy as sa
@@ -18,6 +20,17 @@ from allotment.http.errors import refusal
 from allotment.ledger import resource_classes, retry
 from allotment.ledger.errors import ResourceClassExists
 from tests.threads import race
+
+
+def _failed_savepoint_over(error: sa.exc.DBAPIError) -> NoReturn:
+    """What MySQL surfaces when a transaction dies inside a savepoint: the failed
+    ROLLBACK TO SAVEPOINT, raised while handling ``error`` (its __context__ only)."""
+    try:
+        raise error
+    except sa.exc.DBAPIError:
+        raise sa.exc.OperationalError(  # noqa: B904
+            "ROLLBACK TO SAVEPOINT sa_savepoint_1", {},
+            pymysql.err.OperationalError(1305, "SAVEPOINT does not exist"))
 
 
 def _deadlock() -> sa.exc.OperationalError:
@@ -52,13 +65,7 @@ def test_a_deadlock_behind_a_failed_savepoint_rollback_counts_as_lost(database):
         with attempt as conn:
             calls.append(1)
             if len(calls) == 1:
-                try:
-                    raise _deadlock()
-                except sa.exc.OperationalError:
-                    # Raised while handling: the deadlock is only __context__.
-                    raise sa.exc.OperationalError(  # noqa: B904
-                        "ROLLBACK TO SAVEPOINT sa_savepoint_1", {},
-                        pymysql.err.OperationalError(1305, "SAVEPOINT does not exist"))
+                _failed_savepoint_over(_deadlock())
             resource_classes.create(conn, "CUSTOM_AFTER")
     assert len(calls) == 2
     assert _custom_class_names(database) == ["CUSTOM_AFTER"]
@@ -184,3 +191,83 @@ def test_run_write_answers_only_after_its_commit_held(database):
     assert retry.run_write(db, work) == 2
     assert db.lost == 1
     assert _custom_class_names(database) == ["CUSTOM_COMMITTED"]
+
+
+def _broken_trigger() -> sa.exc.ProgrammingError:
+    # What MariaDB on Galera answered for a few statements after a table
+    # instance was opened by a transaction aborted meanwhile.
+    return sa.exc.ProgrammingError(
+        "INSERT INTO allocations ...", {},
+        pymysql.err.ProgrammingError(
+            1064, "Trigger 'allotment_log_allocations_update' has an error in its body: "
+                  "'You have an error in your SQL syntax; ... near '; END IF' at line 1'"))
+
+
+def test_a_trigger_the_server_failed_to_parse_is_retried(database, monkeypatch):
+    slept: list[float] = []
+    monkeypatch.setattr(retry.time, "sleep", slept.append)
+    calls = []
+    # Not counted as lost races: even with no race retries allowed.
+    for attempt in retry.attempts(database.db, retries=0):
+        with attempt as conn:
+            calls.append(1)
+            resource_classes.create(conn, "CUSTOM_AFTER_BROKEN")
+            if len(calls) <= 2:
+                raise _broken_trigger()
+    assert len(calls) == 3
+    assert slept == [0.02, 0.04]
+    assert _custom_class_names(database) == ["CUSTOM_AFTER_BROKEN"]
+
+
+def test_a_trigger_broken_on_every_attempt_is_raised_as_it_is(database, monkeypatch):
+    slept: list[float] = []
+    monkeypatch.setattr(retry.time, "sleep", slept.append)
+    calls = []
+    with pytest.raises(sa.exc.ProgrammingError, match="has an error in its body"):
+        for attempt in retry.attempts(database.db, retries=2):
+            with attempt as conn:
+                calls.append(1)
+                resource_classes.create(conn, "CUSTOM_NEVER")
+                raise _broken_trigger()
+    assert len(calls) == retry.BROKEN_TRIGGER_RETRIES + 1
+    assert 0.8 < sum(slept) < 1.5
+    assert _custom_class_names(database) == []
+
+
+def test_a_plain_syntax_error_is_not_retried(database):
+    calls = []
+    with pytest.raises(sa.exc.ProgrammingError):
+        for attempt in retry.attempts(database.db):
+            with attempt:
+                calls.append(1)
+                raise sa.exc.ProgrammingError("SELEC 1", {}, pymysql.err.ProgrammingError(
+                    1064, "You have an error in your SQL syntax; near 'SELEC 1'"))
+    assert calls == [1]
+
+
+@pytest.mark.parametrize(("text", "name"), [
+    ("Trigger 'allotment_guard_delete' has an error in its body: 'You have an error ...'",
+     "allotment_guard_delete"),
+    ("Unknown trigger has an error in its body: 'Query was empty'", ""),
+    ("You have an error in your SQL syntax; near 'Trigger'", None),
+])
+def test_which_trigger_the_server_failed_to_parse(text, name):
+    error = sa.exc.ProgrammingError("INSERT ...", {}, pymysql.err.ProgrammingError(1064, text))
+    assert retry.broken_trigger(error) == name
+    other = sa.exc.ProgrammingError("INSERT ...", {}, pymysql.err.ProgrammingError(1146, text))
+    assert retry.broken_trigger(other) is None
+
+
+def test_a_broken_trigger_behind_a_failed_savepoint_rollback_is_reopened(database, monkeypatch):
+    monkeypatch.setattr(retry.time, "sleep", lambda _seconds: None)
+    reopened: list[str | None] = []
+    monkeypatch.setattr(database.db, "reopen_tables_of_trigger",
+                        lambda name: reopened.append(name) or [])
+    calls = []
+    for attempt in retry.attempts(database.db, retries=0):
+        with attempt:
+            calls.append(1)
+            if len(calls) == 1:
+                _failed_savepoint_over(_broken_trigger())
+    assert len(calls) == 2
+    assert reopened == ["allotment_log_allocations_update"]

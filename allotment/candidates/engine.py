@@ -25,14 +25,11 @@ hosts without generating everything. With ``max_allocation_candidates`` set,
 as upstream documents, the sample is drawn from the first ``cap`` candidates
 in the usual (id) order.
 
-There is deliberately no cache of answers or of the ledger between
-requests: every answer is read from the database in the request's own
-transaction. Other processes write to the same tables (our other workers,
-upstream Placement during a switch, ``placement-manage``) and the schema,
-which is upstream's, has no change stamp to validate a cache against;
-adding one means a row or trigger that every claim updates, serialising
-writers. And a scheduler claims after almost every query, so a cache would
-mostly make a benchmark that repeats one query fast, not a boot.
+The engine asks its questions of a ``sources.Source``: the worker's read
+model (``model``, kept current through the change log the database's
+triggers fill, ``feed``) or, as the reference and with
+``[allotment] candidates_source = database``, the tables themselves in the
+request's transaction. Both give the same answers; ``answer`` picks one.
 """
 
 from __future__ import annotations
@@ -47,11 +44,14 @@ from typing import NamedTuple
 import sqlalchemy as sa
 
 from allotment import metrics
-from allotment.candidates import query, search, summaries
+from allotment.candidates import query, search
+from allotment.candidates.model import ReadModel
 from allotment.candidates.query import GroupIds, MatchFlag, MatchRow
 from allotment.candidates.request import CandidateRequest, Settings
 from allotment.candidates.search import Candidate, Rules, Slot
+from allotment.candidates.sources import DatabaseSource, ModelSource, Source
 from allotment.candidates.summaries import ProviderSummary
+from allotment.db.engine import Database
 
 LOG = logging.getLogger(__name__)
 
@@ -74,19 +74,34 @@ class Result:
     uuids: dict[int, str] = field(default_factory=dict)
 
 
-def find(conn: sa.Connection, request: CandidateRequest, settings: Settings,
+def answer(db: Database, model: ReadModel | None, request: CandidateRequest,
+           settings: Settings) -> Result:
+    """``find`` on the read model when there is one, else on the tables."""
+    if model is None:
+        with db.read() as conn:
+            return find(DatabaseSource(conn), request, settings)
+    with model.current() as state:
+        return find(ModelSource(state), request, settings)
+
+
+def find(source: Source | sa.Connection, request: CandidateRequest, settings: Settings,
          rng: random.Random | None = None) -> Result:
-    """The allocation candidates for ``request`` (400 on unknown names)."""
+    """The allocation candidates for ``request`` (unknown names raise).
+
+    ``source`` may be a connection: the tables are then read in its transaction.
+    """
+    if isinstance(source, sa.Connection):
+        source = DatabaseSource(source)
     started = time.perf_counter()
-    path, result = _find(conn, request, settings, rng)
+    path, result = _find(source, request, settings, rng)
     metrics.candidates_found(path, len(result.candidates), time.perf_counter() - started)
     return result
 
 
-def _find(conn: sa.Connection, request: CandidateRequest, settings: Settings,
+def _find(source: Source, request: CandidateRequest, settings: Settings,
           rng: random.Random | None) -> tuple[str, Result]:
     """``find``, and which path it took."""
-    names = query.resolve(conn, request)
+    names = source.resolve(request)
     class_names = {rc_id: name for name, rc_id in names.classes.items()}
     groups = [query.group_ids(group, names) for group in request.groups]
     for group, spec in zip(groups, request.groups, strict=True):
@@ -108,11 +123,11 @@ def _find(conn: sa.Connection, request: CandidateRequest, settings: Settings,
     summary_of = None
     if len(groups) == 1 and not layout.spread_possible:
         path = "single" if rng is None else "single_random"
-        candidates, summary_of = _single(conn, groups[0], request, settings, rng, roots)
+        candidates, summary_of = _single(source, groups[0], request, settings, rng, roots)
     else:
         path = ("spread_breadth_first" if _breadth_first(request, settings, rng)
                 else "spread_depth_first")
-        candidates = _spread(conn, groups, request, settings, rng, names, roots)
+        candidates = _spread(source, groups, request, settings, rng, names, roots)
     LOG.debug("candidates: %d returned", len(candidates))
     if not candidates:
         return path, Result(class_names=class_names)
@@ -121,10 +136,10 @@ def _find(conn: sa.Connection, request: CandidateRequest, settings: Settings,
     only_in_use = not request.nested_aware and layout.has_trees
     if summary_of is None:
         if only_in_use:
-            summary_of = summaries.summaries(conn, providers=in_use)
+            summary_of = source.summaries(providers=in_use)
         else:
             roots_in_use = {root for candidate in candidates for root in candidate.roots}
-            summary_of = summaries.summaries(conn, roots=roots_in_use)
+            summary_of = source.summaries(roots=roots_in_use)
     elif only_in_use:
         summary_of = {rp: summary for rp, summary in summary_of.items() if rp in in_use}
     summary_of = {rp: summary_of[rp] for rp in sorted(summary_of)}
@@ -134,12 +149,12 @@ def _find(conn: sa.Connection, request: CandidateRequest, settings: Settings,
                           for rps in candidate.mappings.values() for rp in rps})
     if not named <= uuids.keys():
         # A resourceless group's provider outside the summarised trees.
-        uuids.update(summaries.provider_uuids(conn, named - uuids.keys()))
+        uuids.update(source.provider_uuids(named - uuids.keys()))
     return path, Result(candidates=candidates, summaries=summary_of,
                         class_names=class_names, uuids=uuids)
 
 
-def _single(conn: sa.Connection, group: GroupIds, request: CandidateRequest,
+def _single(source: Source, group: GroupIds, request: CandidateRequest,
             settings: Settings, rng: random.Random | None, roots: query.Roots
             ) -> tuple[list[Candidate], dict[int, ProviderSummary] | None]:
     """Each candidate is one provider: SQL filters, orders and limits."""
@@ -152,15 +167,15 @@ def _single(conn: sa.Connection, group: GroupIds, request: CandidateRequest,
 
     if rng is None:
         # The trees come back with the matches (and their traits next).
-        trees = summaries.single_trees(conn, group, roots, min(limits) if limits else None)
+        trees = source.single_trees(group, roots, min(limits) if limits else None)
         matched = sorted(rp for rp, summary in trees.items() if summary.root_id == rp)
         LOG.debug("single-provider search: %d providers serve the whole request", len(matched))
         return [candidate(rp, rp) for rp in matched], trees
     if cap is not None:
         # Upstream draws the random sample from the first ``cap`` candidates.
-        found = query.single_providers(conn, group, roots, cap, random_order=False)
+        found = source.single_providers(group, roots, cap, None)
     else:
-        found = query.single_providers(conn, group, roots, request.limit, random_order=True)
+        found = source.single_providers(group, roots, request.limit, rng)
     LOG.debug("single-provider search: %d providers serve the whole request", len(found))
     chosen = search.select((candidate(rp, root) for rp, root in found),
                            request.limit, settings.max_candidates, rng)
@@ -209,14 +224,14 @@ def _sort_rows(groups: list[GroupIds], rows: list[MatchRow]) -> _Matches:
     return _Matches(parts, by_part, facts, room)
 
 
-def _spread(conn: sa.Connection, groups: list[GroupIds], request: CandidateRequest,
+def _spread(source: Source, groups: list[GroupIds], request: CandidateRequest,
             settings: Settings, rng: random.Random | None, names: query.NameIds,
             roots: query.Roots) -> list[Candidate]:
     unsuffixed = next((g for g in groups if not g.same_provider), None)
     unsuffixed_traits = sorted({trait for s in unsuffixed.required for trait in s}) \
         if unsuffixed else []
-    matches = _sort_rows(groups, query.match(conn, groups, names.sharing_trait, roots,
-                                             unsuffixed_traits))
+    matches = _sort_rows(groups, source.match(groups, names.sharing_trait, roots,
+                                              unsuffixed_traits))
     for (index, rc), rps in zip(matches.parts, matches.by_part, strict=True):
         LOG.debug("group '%s' class %s: %d providers have room and pass the filters",
                   groups[index].suffix, rc, len(rps))
@@ -239,8 +254,8 @@ def _spread(conn: sa.Connection, groups: list[GroupIds], request: CandidateReque
     sharing = {rp for rps in serving.values() for rp in rps if facts[rp].flags & SHARING}
     if unsuffixed is not None:
         sharing |= {rp for rp, f in facts.items() if _shares_unsuffixed(f.flags, unsuffixed)}
-    anchors = query.sharing_anchors(
-        conn, sharing, roots, unsuffixed.forbidden_aggs if unsuffixed else frozenset()
+    anchors = source.sharing_anchors(
+        sharing, roots, unsuffixed.forbidden_aggs if unsuffixed else frozenset()
     ) if sharing else {}
     LOG.debug("%d sharing providers serve %d trees", len(anchors),
               len({a.root for found in anchors.values() for a in found}))
@@ -270,7 +285,7 @@ def _spread(conn: sa.Connection, groups: list[GroupIds], request: CandidateReque
     if shuffle is not None:
         shuffle.shuffle(order)
 
-    rules = _rules(conn, request, unsuffixed, unsuffixed_traits, matches)
+    rules = _rules(source, request, unsuffixed, unsuffixed_traits, matches)
     seen_foreign: set[tuple] = set()
 
     def make_tree(anchor: int) -> Iterator[Candidate]:
@@ -342,13 +357,13 @@ def _unsuffixed_options(group: GroupIds, providers: list[int], facts: dict[int, 
     return by_anchor
 
 
-def _rules(conn: sa.Connection, request: CandidateRequest, unsuffixed: GroupIds | None,
+def _rules(source: Source, request: CandidateRequest, unsuffixed: GroupIds | None,
            unsuffixed_traits: list[int], matches: _Matches) -> Rules:
     facts = matches.facts
     ancestors: dict[int, frozenset[int]] = {}
     subtrees = tuple(s for s in request.same_subtrees if len(s) > 1)
     if subtrees:
-        ancestors = _ancestors(query.tree_parents(conn, {f.root for f in facts.values()}))
+        ancestors = _ancestors(source.tree_parents({f.root for f in facts.values()}))
     masks: tuple[int, ...] = ()
     if unsuffixed is not None:
         bit = {trait: 1 << i for i, trait in enumerate(unsuffixed_traits)}

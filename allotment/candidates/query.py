@@ -171,11 +171,11 @@ def resolve(conn: sa.Connection, request: CandidateRequest) -> NameIds:
         has_trees=bool(flags & LayoutFlag.TREES),
         spread_possible=bool(flags & (LayoutFlag.NESTED_HOLDS | LayoutFlag.SHARING_HOLDS)))
     names.sharing_trait = names.traits.get(SHARING_TRAIT)
-    _refuse_unknown(request, names)
+    refuse_unknown(request, names)
     return names
 
 
-def _refuse_unknown(request: CandidateRequest, names: NameIds) -> None:
+def refuse_unknown(request: CandidateRequest, names: NameIds) -> None:
     """``UnknownTraits`` / ``UnknownResourceClass`` for the first unknown name.
 
     The order upstream finds them in: root_required, then group by group

@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 import logging
 import random
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -112,14 +112,14 @@ def feasible(slots: list[Slot], rules: Rules) -> bool:
             return False
     if rules.isolate:
         granular = [slot.options for slot in slots if slot.granular]
-        if len(granular) > 1 and _matching_size(granular) < len(granular):
+        if len(granular) > 1 and matching_size(granular) < len(granular):
             LOG.debug("tree skipped: %d isolated groups cannot get distinct providers",
                       len(granular))
             return False
     return True
 
 
-def _matching_size(option_lists: list[tuple[int, ...]]) -> int:
+def matching_size(option_lists: Sequence[Sequence[int]]) -> int:
     """Largest assignment of distinct providers to slots (augmenting paths)."""
     owner: dict[int, int] = {}
 
@@ -225,15 +225,28 @@ def tree_candidates(slots: list[Slot], rules: Rules) -> Iterator[Candidate]:
                 return False
         return True
 
+    # suffix -> the positions of its slots (one for a granular group)
+    by_suffix: dict[str, list[int]] = {}
+    for pos, slot in enumerate(slots):
+        by_suffix.setdefault(slot.suffix, []).append(pos)
+    suffix_positions = list(by_suffix.items())
+    root_of = rules.root_of
+
     def build() -> Candidate:
+        # Called once per candidate: tens of thousands of times for wide trees.
         allocations: dict[int, dict[int, int]] = {}
         for (rp, rc), amount in taken.items():
-            allocations.setdefault(rp, {})[rc] = amount
-        mappings: dict[str, set[int]] = {}
-        for pos, slot in enumerate(slots):
-            mappings.setdefault(slot.suffix, set()).add(chosen[pos])
-        return Candidate(allocations, {s: tuple(sorted(rps)) for s, rps in mappings.items()},
-                         tuple(sorted({rules.root_of.get(rp, rp) for rp in allocations})))
+            found = allocations.get(rp)
+            if found is None:
+                allocations[rp] = {rc: amount}
+            else:
+                found[rc] = amount
+        mappings = {suffix: (chosen[positions[0]],) if len(positions) == 1
+                    else tuple(sorted({chosen[p] for p in positions}))
+                    for suffix, positions in suffix_positions}
+        roots = {root_of.get(rp, rp) for rp in allocations}
+        return Candidate(allocations, mappings,
+                         (roots.pop(),) if len(roots) == 1 else tuple(sorted(roots)))
 
     def walk(pos: int) -> Iterator[Candidate]:
         if pos == count:

@@ -39,6 +39,8 @@ class ProviderSummary:
     traits: list[str] = field(default_factory=list)
     parent_uuid: str | None = None
     root_uuid: str | None = None
+    # The read model's cache of this summary's JSON, by shape (None: no cache).
+    rendered: dict[tuple, bytes] | None = None
 
 
 def _text(column):

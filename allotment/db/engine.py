@@ -23,6 +23,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
+import time
 from collections.abc import Iterator
 
 import sqlalchemy as sa
@@ -40,6 +42,9 @@ SQLITE_BUSY_TIMEOUT_MS = 60_000
 # Seconds to wait for a new server connection (libpq waits forever by default,
 # so a host that drops packets would hold a request thread for minutes).
 CONNECT_TIMEOUT = 10
+
+# See Database.reopen_tables_of_trigger.
+REOPEN_INTERVAL = 0.2
 
 
 def normalize_url(url: str | URL) -> URL:
@@ -91,7 +96,22 @@ def create_engine(url: str | URL, *, sqlite_synchronous: bool = True,
         availability.install(engine)
         if backend == "mysql":
             _configure_mysql(engine)
+        elif backend == "postgresql":
+            _configure_postgresql(engine)
     return engine
+
+
+def _configure_postgresql(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record) -> None:
+        # No JIT: on a freshly loaded database (no statistics yet) the planner's
+        # estimates for the candidate statements exceed jit_above_cost, and
+        # compiling took 365 of a 384 ms provider-summary statement at 10,000
+        # providers; our statements are short OLTP reads that never gain from it.
+        cursor = dbapi_conn.cursor()
+        cursor.execute("SET jit = off")
+        cursor.close()
+        dbapi_conn.commit()
 
 
 def _configure_mysql(engine: Engine) -> None:
@@ -139,6 +159,8 @@ class Database:
         self.engine = engine
         self.backend = engine.dialect.name
         self.outage = availability.Outage(engine.url)
+        self._reopen_lock = threading.Lock()
+        self._reopened_at: dict[str, float] = {}
 
     def read(self) -> contextlib.AbstractContextManager[Connection]:
         return self._transaction(write=False)
@@ -163,6 +185,55 @@ class Database:
         if lost is not None:
             # Outside the ``except``: oslo.log would add the exception to the line.
             raise self.outage.refused(lost) from lost
+
+    def reopen_tables_of_trigger(self, trigger: str | None) -> list[str]:
+        """MySQL/MariaDB: make the server open the table of ``trigger`` anew
+        (of every table with triggers when the name is not known).
+
+        For a table instance the server cached with a trigger it failed to
+        parse (see ``allotment.ledger.retry``): such an instance fails every
+        statement that uses it until it leaves the table cache. ``REPAIR LOCAL
+        TABLE`` closes the table's cached instances (on InnoDB it repairs
+        nothing) and needs only the SELECT and INSERT privileges on it, where
+        ``FLUSH TABLES`` would need RELOAD. LOCAL: not written to the binary
+        log. Returns the tables reopened: none when there was nothing to do
+        or it could not be done (logged). Several requests meeting the same
+        instance at once reopen it once: a repeat within ``REOPEN_INTERVAL``
+        seconds does nothing.
+        """
+        if self.backend != "mysql":
+            return []
+        key = trigger or ""
+        with self._reopen_lock:
+            now = time.monotonic()
+            if now - self._reopened_at.get(key, -REOPEN_INTERVAL) < REOPEN_INTERVAL:
+                return []
+            self._reopened_at[key] = now
+        query = ("SELECT DISTINCT event_object_table FROM information_schema.triggers "
+                 "WHERE trigger_schema = DATABASE()")
+        params = {}
+        if trigger is not None:
+            query += " AND trigger_name = :name"
+            params["name"] = trigger
+        try:
+            with self.engine.connect() as conn:
+                tables = sorted(str(name) for name in
+                                conn.execute(sa.text(query), params).scalars())
+                conn.commit()
+                if not tables:
+                    return []
+                # Waits for the transactions using the tables; not for long.
+                conn.exec_driver_sql("SET SESSION lock_wait_timeout = 5")
+                quote = conn.dialect.identifier_preparer.quote
+                conn.exec_driver_sql(
+                    "REPAIR LOCAL TABLE " + ", ".join(quote(t) for t in tables)).fetchall()
+                conn.commit()
+                # The pool's next user must not inherit the short timeout.
+                conn.invalidate()
+        except DBAPIError as exc:
+            LOG.warning("Could not reopen the tables of trigger %s: %s", trigger, exc.orig)
+            return []
+        return tables
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 import falcon
+import orjson
 
 from allotment import errors
 from allotment.candidates import engine
@@ -187,51 +188,84 @@ def settings_from_conf(conf) -> Settings:
                     strategy=placement.allocation_candidates_generation_strategy)
 
 
-def render_body(version: Version, request: CandidateRequest, result: engine.Result) -> dict:
-    uuid_of = result.uuids
+def render_json(version: Version, request: CandidateRequest, result: engine.Result) -> bytes:
+    """The answer's JSON, in the shape of the microversion.
+
+    Candidates are written as JSON text from pieces made once per answer
+    (each provider's quoted uuid, each distinct set of amounts): tens of
+    thousands of candidates share a handful of them, and building a dict per
+    candidate and per allocation was most of the time of a large answer.
+    The text is exactly what ``orjson`` makes of the same structure
+    (``render_body``).
+    """
+    quoted = {rp: orjson.dumps(uuid) for rp, uuid in result.uuids.items()}
     class_name = result.class_names
     dict_format = version.has("allocations_dict_format")
     with_mappings = version.has("mappings")
-    named: dict[tuple, dict] = {}
+    amounts_json: dict[tuple, bytes] = {}
+    pieces: dict[tuple, bytes] = {}
 
-    def resources(by_rc: dict[int, int]) -> dict[str, int]:
-        # The same few amounts recur in every candidate: name them once.
-        key = tuple(by_rc.items())
-        found = named.get(key)
+    def piece(rp: int, by_rc: dict[int, int]) -> bytes:
+        key = (rp, *by_rc.items())
+        found = pieces.get(key)
         if found is None:
-            found = named[key] = {class_name[rc]: amount for rc, amount in by_rc.items()}
+            amounts = key[1:]
+            text = amounts_json.get(amounts)
+            if text is None:
+                text = amounts_json[amounts] = orjson.dumps(
+                    {class_name[rc]: amount for rc, amount in by_rc.items()})
+            if dict_format:
+                found = quoted[rp] + b':{"resources":' + text + b"}"
+            else:
+                found = (b'{"resource_provider":{"uuid":' + quoted[rp] + b'},"resources":'
+                         + text + b"}")
+            pieces[key] = found
         return found
 
-    requests = []
+    items = []
     for candidate in result.candidates:
-        if dict_format:
-            item: dict = {"allocations": {uuid_of[rp]: {"resources": resources(by_rc)}
-                                          for rp, by_rc in candidate.allocations.items()}}
-            if with_mappings:
-                item["mappings"] = {suffix: [uuid_of[rp] for rp in rps]
-                                    for suffix, rps in candidate.mappings.items()}
-        else:
-            item = {"allocations": [{"resource_provider": {"uuid": uuid_of[rp]},
-                                     "resources": resources(by_rc)}
-                                    for rp, by_rc in candidate.allocations.items()]}
-        requests.append(item)
+        allocations = b",".join([piece(rp, by_rc)
+                                 for rp, by_rc in candidate.allocations.items()])
+        if not dict_format:
+            items.append(b'{"allocations":[' + allocations + b"]}")
+            continue
+        if not with_mappings:
+            items.append(b'{"allocations":{' + allocations + b"}}")
+            continue
+        mappings = b",".join([orjson.dumps(suffix) + b":[" + b",".join([quoted[rp] for rp in rps])
+                              + b"]" for suffix, rps in candidate.mappings.items()])
+        items.append(b'{"allocations":{' + allocations + b'},"mappings":{' + mappings + b"}}")
     all_classes = version.has("summaries_all_inventory")
     with_traits = version.has("candidates_required")
     with_tree = version.has("nested_candidates")
     requested = request.requested_classes()
-    summaries = {}
+    shown_classes = None if all_classes else frozenset(requested)
+    summaries = []
     for summary in result.summaries.values():
-        shown = summary.resources
-        if not all_classes:
-            shown = {rc: value for rc, value in shown.items() if rc in requested}
-        body: dict[str, Any] = {"resources": shown}
-        if with_traits:
-            body["traits"] = summary.traits
-        if with_tree:
-            body["parent_provider_uuid"] = summary.parent_uuid
-            body["root_provider_uuid"] = summary.root_uuid
-        summaries[summary.uuid] = body
-    return {"allocation_requests": requests, "provider_summaries": summaries}
+        shape = (shown_classes, with_traits, with_tree, summary.parent_uuid, summary.root_uuid)
+        text = summary.rendered.get(shape) if summary.rendered is not None else None
+        if text is None:
+            shown = summary.resources
+            if not all_classes:
+                shown = {rc: value for rc, value in shown.items() if rc in requested}
+            body: dict[str, Any] = {"resources": shown}
+            if with_traits:
+                body["traits"] = summary.traits
+            if with_tree:
+                body["parent_provider_uuid"] = summary.parent_uuid
+                body["root_provider_uuid"] = summary.root_uuid
+            text = orjson.dumps(summary.uuid) + b":" + orjson.dumps(body)
+            if summary.rendered is not None:
+                summary.rendered[shape] = text
+        summaries.append(text)
+    return (b'{"allocation_requests":[' + b",".join(items) + b'],"provider_summaries":{'
+            + b",".join(summaries) + b"}}")
+
+
+def render_body(version: Version, request: CandidateRequest, result: engine.Result) -> dict:
+    """The answer as a structure (what ``render_json`` writes)."""
+    body: dict = orjson.loads(render_json(version, request, result))
+    return body
 
 
 class AllocationCandidates(Resource):
@@ -241,7 +275,7 @@ class AllocationCandidates(Resource):
         version = req.context.version
         request = parse_request(query(req), version)
         with explain({UnknownResourceClass: lambda e: "Invalid resource class in resources "
-                                                      f"parameter: {e}"}), \
-                self.db.read() as conn:
-            result = engine.find(conn, request, settings_from_conf(self.conf))
-        render.json_response(req, resp, render_body(version, request, result))
+                                                      f"parameter: {e}"}):
+            result = engine.answer(self.db, self.services.read_model, request,
+                                   settings_from_conf(self.conf))
+        render.json_response(req, resp, render_json(version, request, result))

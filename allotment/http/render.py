@@ -27,10 +27,11 @@ def json_response(req: Request, resp: falcon.Response, body: Any,
                   status: int = 200,
                   last_modified: datetime.datetime | None = None,
                   cache_headers: bool = True) -> None:
-    """Write ``body`` as JSON; from 1.15 add last-modified and cache-control."""
+    """Write ``body`` (or JSON text already made) as JSON; from 1.15 add
+    last-modified and cache-control."""
     resp.status = status
     resp.content_type = "application/json"
-    resp.data = encode(body)
+    resp.data = body if isinstance(body, bytes) else encode(body)
     if cache_headers and req.context.version.has("cache_headers"):
         set_cache_headers(resp, last_modified)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
+import re
 import time
 from collections.abc import Callable, Iterator
 from types import TracebackType
@@ -44,6 +45,21 @@ T = TypeVar("T")
 _PG_TRANSIENT = {"40001", "40P01", "55P03"}
 _MYSQL_TRANSIENT = {1205, 1213}
 
+# MariaDB parses a table's triggers each time it opens a new instance of the
+# table. On Galera (10.11, under certification conflicts) that parse sometimes
+# fails although the stored definition is fine, and the instance stays in the
+# table cache with a "broken" trigger: every statement that gets it fails with
+# 1064 "Trigger '...' has an error in its body", for seconds and more. The
+# loop then has the server open the table anew (``Database.
+# reopen_tables_of_trigger``) and runs the write again; a trigger that really
+# does not parse fails every attempt and is raised as it is, not as a 409.
+_MYSQL_PARSE_ERROR = 1064
+# "Trigger 'name' has an error in its body: ..." or, when the parse failed
+# before the name, "Unknown trigger has an error in its body: ...".
+_BROKEN_TRIGGER_TEXT = re.compile(r"(?:Trigger '([^']+)'|Unknown trigger) has an error in its body")
+# Each after reopening the table; about 1 s of waiting in all.
+BROKEN_TRIGGER_RETRIES = 8
+
 # Retries of writes other than claims (which use the configured
 # ``allocation_conflict_retry_count``): losses there are rare (MySQL
 # deadlocks between concurrent inserts, SQLite's busy timeout).
@@ -64,8 +80,47 @@ def is_transient(exc: DBAPIError) -> bool:
     args = getattr(orig, "args", ())
     if args and isinstance(args[0], int) and args[0] in _MYSQL_TRANSIENT:
         return True
+    if is_broken_trigger(exc):
+        return True
     text = str(orig).lower()
     return "database is locked" in text or "deadlock" in text
+
+
+def broken_trigger(exc: BaseException | None) -> str | None:
+    """The trigger's name in MariaDB's 1064 for a trigger it failed to parse
+    when opening the table ("" when it did not know the name); None for any
+    other error."""
+    orig = getattr(exc, "orig", None)
+    args: tuple[object, ...] = tuple(getattr(orig, "args", ()))
+    if len(args) < 2 or args[0] != _MYSQL_PARSE_ERROR or not isinstance(args[1], str):
+        return None
+    found = _BROKEN_TRIGGER_TEXT.match(args[1])
+    if found:
+        return found.group(1) or ""
+    return None
+
+
+def _database_errors(exc: BaseException | None) -> Iterator[DBAPIError]:
+    """``exc`` and the database errors it was raised over, while they are such.
+
+    When MySQL kills a transaction inside a savepoint (a deadlock, a broken
+    trigger), what surfaces is the failed ROLLBACK TO SAVEPOINT, the real
+    error its context.
+    """
+    while isinstance(exc, DBAPIError):
+        yield exc
+        inner = exc.__cause__ or exc.__context__
+        exc = None if inner is exc else inner
+
+
+def _broken_trigger_behind(exc: BaseException) -> str | None:
+    """``broken_trigger`` of ``exc`` or of a database error it was raised over."""
+    return next((name for error in _database_errors(exc)
+                 if (name := broken_trigger(error)) is not None), None)
+
+
+def is_broken_trigger(exc: BaseException | None) -> bool:
+    return broken_trigger(exc) is not None
 
 
 class Attempt:
@@ -101,18 +156,9 @@ class Attempt:
 
 
 def _lost_race(exc: BaseException | None) -> bool:
-    if isinstance(exc, Race):
-        return True
-    if not isinstance(exc, DBAPIError):
-        # Domain errors stay what the ledger made them, even when raised
-        # while handling a duplicate key.
-        return False
-    if is_transient(exc):
-        return True
-    # When MySQL kills a transaction in a deadlock inside a savepoint, what
-    # surfaces is the failed ROLLBACK TO SAVEPOINT, the deadlock its context.
-    inner = exc.__cause__ or exc.__context__
-    return inner is not exc and _lost_race(inner)
+    # Domain errors other than Race stay what the ledger made them, even when
+    # raised while handling a duplicate key: only database errors are looked behind.
+    return isinstance(exc, Race) or any(is_transient(error) for error in _database_errors(exc))
 
 
 def attempts(db: Database, retries: int = WRITE_RETRIES) -> Iterator[Attempt]:
@@ -129,17 +175,36 @@ def attempts(db: Database, retries: int = WRITE_RETRIES) -> Iterator[Attempt]:
     transaction, which sees the winner's commit. Any other exception ends the
     loop at once.
     """
-    for number in range(retries + 1):
+    number = 0  # races lost so far
+    broken = 0  # attempts that met a trigger the server could not parse
+    while True:
         attempt = Attempt(db)
         yield attempt
-        if attempt.lost_to is None:
+        lost_to = attempt.lost_to
+        if lost_to is None:
             # Committed, or the body left the ``with`` some other way.
             return
-        if number < retries:
-            metrics.write_retry(attempt.lost_to)
-        LOG.debug("write attempt %d lost a race (%s); retrying", number + 1, attempt.lost_to)
+        trigger = _broken_trigger_behind(lost_to)
+        if trigger is not None:
+            # Not a race, and it does not count as one.
+            if broken == BROKEN_TRIGGER_RETRIES:
+                # The trigger as stored does not parse: say so (a 500).
+                raise lost_to
+            broken += 1
+            tables = db.reopen_tables_of_trigger(trigger or None)
+            LOG.warning("A write found trigger %s broken in the database's table cache; "
+                        "reopened %s and trying again (%d of %d)", trigger or "(unnamed)",
+                        ", ".join(tables) or "nothing", broken, BROKEN_TRIGGER_RETRIES)
+            metrics.write_retry(lost_to, cause="broken_trigger")
+            time.sleep(min(0.2, 0.01 * 2 ** broken))
+            continue
+        if number == retries:
+            break
+        number += 1
+        metrics.write_retry(lost_to)
+        LOG.debug("write attempt %d lost a race (%s); retrying", number, lost_to)
         # A little jitter keeps two losers from colliding again in lockstep.
-        time.sleep(random.uniform(0, 0.002 * (number + 1)))
+        time.sleep(random.uniform(0, 0.002 * number))
     LOG.warning("Exceeded retry limit of %d on a write", retries)
     metrics.write_retries_exhausted()
     raise RetriesExhausted()

@@ -87,7 +87,7 @@ class Metrics:
             "placement_allocation_candidates_duration_seconds",
             "Time the candidate engine took for a query, by path: 'none' (a group that can "
             "match nothing, answered without searching), 'single' and 'single_random' (one "
-            "provider per candidate, found by one SQL statement; randomized or not), "
+            "provider per candidate; randomized or not), "
             "'spread_depth_first' and 'spread_breadth_first' (candidates combined from "
             "several providers, tree after tree or interleaved across trees).",
             ["path"], buckets=LATENCY_BUCKETS, registry=r)
@@ -106,8 +106,9 @@ class Metrics:
         self.write_retries = Counter(
             "placement_write_retries",
             "Write transactions run again in the service after losing a race, by cause: "
-            "'generation' (another writer changed a generation first) or 'database' "
-            "(deadlock, lock timeout, busy database, a unique key taken meanwhile).",
+            "'generation' (another writer changed a generation first), 'database' "
+            "(deadlock, lock timeout, busy database, a unique key taken meanwhile) or "
+            "'broken_trigger' (MariaDB cached a table with a trigger it failed to parse).",
             ["cause"], registry=r)
         self.write_retries_exhausted = Counter(
             "placement_write_retries_exhausted",
@@ -130,6 +131,18 @@ class Metrics:
             "placement_db_pool_overflow",
             "Connections open beyond pool_size (up to max_overflow), summed over workers.",
             registry=r, multiprocess_mode="livesum")
+        self.read_model_loads = Counter(
+            "placement_read_model_loads",
+            "Full loads of a worker's candidates read model, by cause: 'start' (its first "
+            "request), 'log' (the change log could not bring it up to date: not read for "
+            "half the retention, a long-pending transaction or gap) or 'drift' (the "
+            "periodic comparison with the tables found a difference; there should be none).",
+            ["cause"], registry=r)
+        self.read_model_changes = Counter(
+            "placement_read_model_changes",
+            "Change-log rows read by the candidates read models (each names a provider or "
+            "a name whose rows were re-read).",
+            registry=r)
         self.db_errors = Counter(
             "placement_db_errors",
             "Errors raised by the database driver (including those a retry recovers "
@@ -181,12 +194,25 @@ def candidates_found(path: str, count: int, seconds: float) -> None:
         m.candidates_duration.labels(path).observe(seconds)
 
 
-def write_retry(lost_to: BaseException) -> None:
-    """A write transaction lost a race to ``lost_to`` and is run again."""
+def read_model_loaded(cause: str) -> None:
     m = _State.metrics
     if m is not None:
-        m.write_retries.labels("generation" if isinstance(lost_to, ledger.Race)
-                               else "database").inc()
+        m.read_model_loads.labels(cause).inc()
+
+
+def read_model_changes(count: int) -> None:
+    m = _State.metrics
+    if m is not None and count:
+        m.read_model_changes.inc(count)
+
+
+def write_retry(lost_to: BaseException, cause: str | None = None) -> None:
+    """A write transaction lost to ``lost_to`` and is run again."""
+    m = _State.metrics
+    if m is not None:
+        if cause is None:
+            cause = "generation" if isinstance(lost_to, ledger.Race) else "database"
+        m.write_retries.labels(cause).inc()
 
 
 def write_retries_exhausted() -> None:

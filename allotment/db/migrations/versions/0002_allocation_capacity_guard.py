@@ -117,8 +117,9 @@ _PG_TRIGGERS = [
     "FOR EACH ROW EXECUTE FUNCTION allotment_guard_allocation_delete()",
 ]
 
-# `uuid` is quoted: since MariaDB 10.7 UUID is also a type name, and a Galera node
-# re-parsing the trigger body was seen to fail on the bare word (error 1064).
+# `uuid` is quoted because since MariaDB 10.7 UUID is also a type name. (The
+# 1064 "Trigger ... has an error in its body" seen on Galera was not that: see
+# allotment.ledger.retry.)
 # The session variable @allotment_guard: a JSON object, key "<provider>:<class>",
 # value {"net": n, "c": consumer uuid, "id": consumer id, "g": its generation}.
 _MYSQL_VALID = """
