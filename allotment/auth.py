@@ -4,8 +4,8 @@ Both strategies end with the request headers keystonemiddleware's auth_token
 defines (X-User-Id, X-Project-Id, X-Roles, OpenStack-System-Scope,
 X-Service-Roles, ...). ``IdentityMiddleware`` reads them, with the same header
 precedence as oslo.context, into an ``Identity`` whose ``policy_creds`` are
-the credentials oslo.policy checks. The version document at ``/`` needs no
-token in either mode.
+the credentials oslo.policy checks. The version document at ``/`` and the
+OpenAPI description at ``/openapi.json`` need no token in either mode.
 """
 
 from __future__ import annotations
@@ -20,6 +20,10 @@ from oslo_config import cfg
 from allotment.http.middleware import IDENTITY_ENVIRON, REQUEST_ID_ENVIRON
 
 WSGIApp = Callable[[dict, Callable], Iterable[bytes]]
+
+# Documents served without a token: version discovery (as upstream) and the
+# API's OpenAPI description (allotment's own; it says nothing about the data).
+OPEN_PATHS = ("/", "/openapi.json")
 
 
 def _unauthorized(environ: dict, start_response: Callable) -> Iterable[bytes]:
@@ -140,7 +144,7 @@ class NoAuthMiddleware:
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
         # Only "/" exactly: upstream asks for a token at "" (mounted at a prefix).
-        if environ.get("PATH_INFO") == "/":
+        if environ.get("PATH_INFO") in OPEN_PATHS:
             return self.app(environ, start_response)
         token = environ.get("HTTP_X_AUTH_TOKEN")
         if token is None:
@@ -177,7 +181,7 @@ class KeystoneAuthMiddleware:
         self.protected = auth_token.AuthProtocol(app, {"oslo_config_config": conf})
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") in ("/", ""):
+        if environ.get("PATH_INFO") in (*OPEN_PATHS, ""):
             return self.app(environ, start_response)
         return self.protected(environ, start_response)
 
@@ -190,7 +194,7 @@ class IdentityMiddleware:
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
         identity = Identity.from_environ(environ)
-        if identity.user_id is None and environ.get("PATH_INFO") not in ("/", ""):
+        if identity.user_id is None and environ.get("PATH_INFO") not in (*OPEN_PATHS, ""):
             return _unauthorized(environ, start_response)
         environ[IDENTITY_ENVIRON] = identity
         return self.app(environ, start_response)

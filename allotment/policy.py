@@ -11,6 +11,10 @@ rules are upstream Placement's, so an operator's existing ``policy.yaml``
 - ``enforce_new_defaults = False`` (legacy): oslo.policy ORs each base rule
   with its deprecated default ``role:admin``, so an admin may also reshape.
 
+Two rules are allotment's own, for the dashboard's read-only data:
+``allotment:dashboard:providers`` and ``allotment:dashboard:usages``, admin
+or reader (of any project) in both modes.
+
 Every API rule is scoped to projects: a system-scoped token
 (``OpenStack-System-Scope: all``) is refused whatever its roles. oslo.policy
 6 (which upstream requires) always checks scope; an ``[oslo_policy]
@@ -51,6 +55,9 @@ LEGACY_ADMIN = oslo_policy.DeprecatedRule(
 ADMIN_OR_SERVICE = "rule:admin_or_service_api"
 SERVICE = "rule:service_api"
 ADMIN_OR_PROJECT_READER_OR_SERVICE = "rule:admin_or_project_reader_or_service_api"
+# Ours, not upstream's: the dashboard's read-only, cloud-wide views. A reader
+# (of any project) may look; nothing it guards writes.
+ADMIN_OR_READER = "role:admin or role:reader"
 
 BASE_RULES: list[oslo_policy.RuleDefault] = [
     oslo_policy.RuleDefault(
@@ -164,6 +171,17 @@ API_RULES: list[ApiRule] = [
             "List allocation candidates.", (("GET", "/allocation_candidates"),)),
     ApiRule("placement:reshaper:reshape", SERVICE,
             "Reshape Inventory and Allocations.", (("POST", "/reshaper"),)),
+    # The dashboard's data (allotment's own, off unless [allotment] dashboard).
+    ApiRule("allotment:dashboard:providers", ADMIN_OR_READER,
+            "Dashboard: provider trees with inventories, usage, traits and aggregates.",
+            (("GET", "/dashboard/api/providers"),
+             ("GET", "/dashboard/api/providers/{uuid}/children"))),
+    ApiRule("allotment:dashboard:usages", ADMIN_OR_READER,
+            "Dashboard: cloud-wide totals, fullest and emptiest providers, usage per "
+            "project and consumer type, a consumer's allocations.",
+            (("GET", "/dashboard/api/summary"), ("GET", "/dashboard/api/projects"),
+             ("GET", "/dashboard/api/consumer_types"),
+             ("GET", "/dashboard/api/consumers/{consumer_uuid}"))),
 ]
 
 

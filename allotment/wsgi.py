@@ -16,13 +16,17 @@ import falcon
 from oslo_config import cfg
 
 from allotment import auth, config, health, logs
+from allotment.dashboard import DashboardPage
 from allotment.db.engine import Database
 from allotment.db.setup import database_from_conf, prepare_database
 from allotment.handlers import (
     aggregates,
     allocation_candidates,
     allocations,
+    dashboard,
+    explain,
     inventories,
+    openapi,
     provider_allocations,
     providers,
     reshaper,
@@ -48,6 +52,7 @@ ROUTES: list[tuple[str, type[Resource]]] = [
     ("/resource_providers", providers.ProviderCollection),
     ("/resource_providers/{uuid}", providers.Provider),
     ("/allocation_candidates", allocation_candidates.AllocationCandidates),
+    ("/explain/allocation_candidates", explain.ExplainAllocationCandidates),
     ("/resource_providers/{uuid}/inventories", inventories.ProviderInventories),
     ("/resource_providers/{uuid}/inventories/{resource_class}", inventories.ProviderInventory),
     ("/resource_providers/{uuid}/traits", traits.ProviderTraits),
@@ -62,6 +67,14 @@ ROUTES: list[tuple[str, type[Resource]]] = [
     ("/allocations/{consumer_uuid}", allocations.ConsumerAllocations),
     ("/usages", usages.Usages),
     ("/reshaper", reshaper.Reshaper),
+    # The dashboard's data (its page is DashboardPage, below, without a token).
+    ("/dashboard/api/providers", dashboard.Providers),
+    ("/dashboard/api/providers/{uuid}/children", dashboard.ProviderChildren),
+    ("/dashboard/api/summary", dashboard.Summary),
+    ("/dashboard/api/projects", dashboard.Projects),
+    ("/dashboard/api/consumer_types", dashboard.ConsumerTypes),
+    ("/dashboard/api/consumers/{consumer_uuid}", dashboard.Consumer),
+    ("/openapi.json", openapi.OpenAPIDocument),
 ]
 
 
@@ -99,6 +112,7 @@ def make_app(conf: cfg.ConfigOpts, db: Database | None = None,
         app = auth.KeystoneAuthMiddleware(app, conf)
     app = with_metrics(app, conf, db, [template for template, _ in ROUTES])  # /metrics
     app = health.HealthcheckMiddleware(app, conf)  # /healthcheck, no token
+    app = DashboardPage(app, conf)  # /dashboard's page and assets, no token (no data)
     app = _cors(app, conf)
     # One line per request; probes and scrapes at DEBUG while they succeed.
     app = requestlog.RequestLog(app, probes=[health.PATH, "/metrics"])

@@ -170,6 +170,12 @@ def test_root_needs_no_token(keystone_client):
     assert resp.json()["versions"][0]["id"] == "v1.0"
 
 
+def test_openapi_document_needs_no_token(keystone_client):
+    resp = keystone_client.get("/openapi.json")
+    assert resp.status == 200
+    assert resp.json()["openapi"] == "3.1.0"
+
+
 def test_missing_token_is_401_from_auth_token(keystone_client, keystone):
     resp = keystone_client.get("/resource_providers")
     assert resp.status == 401

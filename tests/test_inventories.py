@@ -187,6 +187,11 @@ def test_put_all(client, rp):
     # A key that is no class name is not validated: its record is refused with it.
     ({"resource_provider_generation": 1, "inventories": {"house": {"total": "many"}}},
      400, "No such resource class house", None),
+    # Found by tests/test_fuzz.py: both answered 500 (upstream answers 500 to the second).
+    ({"resource_provider_generation": 1, "inventories": {"house": {}}},
+     400, "No such resource class house", None),
+    ({"resource_provider_generation": 1, "inventories": {"house": [{"total": 1}]}},
+     400, "No such resource class house", None),
     ({"resource_provider_generation": 1, "inventories": {"VCPU": {"total": 1,
                                                                   "reserved": 5}}},
      400, "Unable to update inventory", None),

@@ -75,6 +75,9 @@ DEFAULTS = {
     )},
     "placement:usages": "rule:admin_or_project_reader_or_service_api",
     "placement:reshaper:reshape": "rule:service_api",
+    # Ours, not upstream's: the dashboard's read-only views.
+    "allotment:dashboard:providers": "role:admin or role:reader",
+    "allotment:dashboard:usages": "role:admin or role:reader",
 }
 
 # The personas of upstream's RBAC tests: (X-Roles, X-Project-Id, system scope).
@@ -103,6 +106,10 @@ ALLOWED: dict[str, dict[str, set[str]]] = {
         "secure": ADMINS_AND_SERVICE | {"project_member", "project_reader"},
         "legacy": ADMINS_AND_SERVICE | {"project_member", "project_reader"},
     },
+    # The dashboard: an admin or a reader of any project; no deprecated rule.
+    "role:admin or role:reader": {
+        mode: {"admin", "project_admin", "project_member", "project_reader",
+               "other_project_reader"} for mode in ("secure", "legacy")},
 }
 
 
@@ -269,6 +276,14 @@ ROWS = [
         body=lambda c: {"inventories": {c["rp"]: {
             "resource_provider_generation": c["generation"],
             "inventories": {"VCPU": {"total": 900}}}}, "allocations": {}}, fresh=True),
+    Row("GET", "/dashboard/api/providers", "allotment:dashboard:providers", 200, _inventory),
+    Row("GET", "/dashboard/api/providers/{rp}/children", "allotment:dashboard:providers", 200,
+        _provider),
+    Row("GET", "/dashboard/api/summary", "allotment:dashboard:usages", 200, _allocation),
+    Row("GET", "/dashboard/api/projects", "allotment:dashboard:usages", 200, _allocation),
+    Row("GET", "/dashboard/api/consumer_types", "allotment:dashboard:usages", 200),
+    Row("GET", "/dashboard/api/consumers/{consumer}", "allotment:dashboard:usages", 200,
+        _allocation),
 ]
 
 BUILT_ROUTES = {re.sub(r"\{[^}]*\}", "{}", template) for template, _ in ROUTES}
@@ -336,7 +351,8 @@ def sqlite_database(backend_databases):
 def mode_apps(backend_databases, tmp_path_factory) -> dict:
     """One application per policy mode, shared by the rows (the data is reset)."""
     database = backend_databases("sqlite")
-    return {mode: policy_app(database, tmp_path_factory.mktemp(mode), mode)
+    return {mode: policy_app(database, tmp_path_factory.mktemp(mode), mode,
+                             extra_ini="[allotment]\ndashboard = True\n")
             for mode in ("secure", "legacy")}
 
 

@@ -142,3 +142,18 @@ def test_a_provider_may_give_away_all_its_inventory(client, tree):
     # No interim step for cn (nothing to add), and the allocations leave it
     # (no bump, as upstream): only its final inventory bumps it.
     assert (generation(client, cn), generation(client, numa)) == (4, 3)
+
+
+@pytest.mark.parametrize("records, text", [
+    ({"house": [1]}, "No such resource class house"),
+    ({"house": {}}, "No such resource class house"),
+])
+def test_a_record_under_a_key_that_is_no_class_is_refused(client, tree, records, text):
+    """Found by tests/test_fuzz.py: these answered 500."""
+    cn, _numa = tree
+    body = {"inventories": {cn: {"resource_provider_generation": generation(client, cn),
+                                 "inventories": records}},
+            "allocations": {}}
+    resp = client.post("/reshaper", body, version="1.30", headers=SERVICE)
+    assert resp.status == 400, resp
+    assert text in resp.detail

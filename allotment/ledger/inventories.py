@@ -71,13 +71,16 @@ class Inventory:
         return {name: getattr(self, name) for name in FIELDS}
 
 
-def from_request(resource_class: str, data: dict[str, Any]) -> Inventory:
+def from_request(resource_class: str, data: Any) -> Inventory:
     """A record from (validated) request data, defaults filled in.
 
     Unknown keys (a ``resource_provider_generation`` inside a record) are
-    ignored, as upstream ignores them.
+    ignored, as upstream ignores them. A record under a key that is no class
+    name is not validated and may lack its total: it is refused as an unknown
+    class later.
     """
-    values = {**DEFAULTS, **{k: v for k, v in data.items() if k in FIELDS}}
+    given = data if isinstance(data, dict) else {}
+    values = {**DEFAULTS, "total": None, **{k: v for k, v in given.items() if k in FIELDS}}
     return Inventory(resource_class=resource_class, **values)
 
 

@@ -40,7 +40,9 @@ CREATE = {
 
 # PUT /resource_providers/{uuid}/inventories: records keyed by class name.
 # Keys that are not class-like are not validated here; they fail later as
-# unknown resource classes.
+# unknown resource classes (whatever their value: upstream answers a 500 for a
+# value that is no object; we refuse the class). The schema stays upstream's:
+# its text is quoted in validation errors.
 _RECORD = {
     "type": "object",
     "properties": _FIELDS,

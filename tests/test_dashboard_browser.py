@@ -1,0 +1,392 @@
+"""The dashboard in a real headless browser against a live ``allotment serve``.
+
+Debian's chromium (``/usr/bin/chromium``; ``.ci/run`` installs it) is driven
+by Playwright, so no browser is downloaded. A cloud of 361 providers (100
+trees of three, one of 61) is made over the API; each page is opened, its numbers compared with
+what the API answers, and a screenshot of it saved under
+``$ALLOTMENT_TEST_ARTIFACTS`` (default ``test-artifacts/`` in the repository).
+Without chromium or Playwright the module is skipped on a developer's machine
+and fails in CI (``CI=true``), which must not pass without it.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import requests
+
+from allotment.ledger import capacity
+from tests.clients import live
+
+CHROMIUM = "/usr/bin/chromium"
+TOKEN_KEY = "allotment.dashboard.token"
+API = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.39"}
+TREES = 100
+WIDE = 60  # children of "wide-host": more than one answer shows (CHILDREN_SHOWN)
+PROJECTS = ["project-a", "project-b", "project-c"]
+AGGREGATE = "0d3c4b5a-6e7f-4a8b-9c0d-1e2f3a4b5c6d"
+
+
+def _missing() -> str | None:
+    if not os.path.exists(CHROMIUM):
+        return f"{CHROMIUM} is missing (apt-get install chromium)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed (pip install -e '.[test]')"
+    return None
+
+
+if _missing():
+    if os.environ.get("CI"):
+        pytest.fail(f"the dashboard's browser test needs chromium: {_missing()}",
+                    pytrace=False)
+    pytest.skip(str(_missing()), allow_module_level=True)
+
+from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
+
+
+def artifacts() -> Path:
+    root = Path(__file__).resolve().parent.parent
+    path = Path(os.environ.get("ALLOTMENT_TEST_ARTIFACTS", root / "test-artifacts"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@dataclass
+class Cloud:
+    url: str
+    session: requests.Session
+    roots: dict[str, str] = field(default_factory=dict)  # name -> uuid
+    consumers: dict[str, str] = field(default_factory=dict)
+
+    def get(self, path: str) -> dict:
+        resp = self.session.get(self.url + path)
+        assert resp.status_code == 200, resp.text
+        return resp.json()
+
+    def write(self, method: str, path: str, body: object) -> dict | None:
+        resp = self.session.request(method, self.url + path, json=body)
+        assert resp.status_code in (200, 201, 204), resp.text
+        return resp.json() if resp.content else None
+
+
+def _tree(cloud: Cloud, number: int) -> None:
+    """host-NNN (VCPU, MEMORY_MB, DISK_GB) with two NUMA children (PCPU)."""
+    name = f"host-{number:03d}"
+    root = cloud.write("POST", "/resource_providers", {"name": name})
+    assert root is not None
+    cloud.roots[name] = root["uuid"]
+    gen = cloud.write("PUT", f"/resource_providers/{root['uuid']}/inventories", {
+        "resource_provider_generation": 0, "inventories": {
+            "VCPU": {"total": 32, "reserved": 2, "allocation_ratio": 2.0},
+            "MEMORY_MB": {"total": 131072, "reserved": 2048, "allocation_ratio": 1.0},
+            "DISK_GB": {"total": 1000 + 10 * number}}})["resource_provider_generation"]
+    if number % 3 == 0:
+        gen = cloud.write("PUT", f"/resource_providers/{root['uuid']}/traits", {
+            "resource_provider_generation": gen,
+            "traits": ["CUSTOM_FAST", "HW_CPU_X86_AVX2"]})["resource_provider_generation"]
+    if number % 2 == 0:
+        cloud.write("PUT", f"/resource_providers/{root['uuid']}/aggregates", {
+            "resource_provider_generation": gen, "aggregates": [AGGREGATE]})
+    for numa in (0, 1):
+        child = cloud.write("POST", "/resource_providers", {
+            "name": f"{name}-numa{numa}", "parent_provider_uuid": root["uuid"]})
+        assert child is not None
+        cloud.write("PUT", f"/resource_providers/{child['uuid']}/inventories", {
+            "resource_provider_generation": 0, "inventories": {"PCPU": {"total": 8}}})
+
+
+def _wide_tree(cloud: Cloud) -> None:
+    root = cloud.write("POST", "/resource_providers", {"name": "wide-host"})
+    assert root is not None
+    cloud.roots["wide-host"] = root["uuid"]
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda n: cloud.write("POST", "/resource_providers", {
+            "name": f"wide-host-vf{n:02d}", "parent_provider_uuid": root["uuid"]}), range(WIDE)))
+
+
+def _allocate(cloud: Cloud, number: int) -> None:
+    """Consumer vm-NNN on host-NNN: more VCPU the higher the number; host-099 full."""
+    consumer = str(uuid.uuid4())
+    cloud.consumers[f"vm-{number:03d}"] = consumer
+    vcpu = 60 if number == 99 else 1 + number % 40
+    cloud.write("PUT", f"/allocations/{consumer}", {
+        "allocations": {cloud.roots[f"host-{number:03d}"]: {
+            "resources": {"VCPU": vcpu, "MEMORY_MB": 1024 * (1 + number % 8)}}},
+        "project_id": PROJECTS[number % 3], "user_id": "user-1",
+        "consumer_generation": None,
+        "consumer_type": "MIGRATION" if number % 10 == 0 else "INSTANCE"})
+
+
+@pytest.fixture(scope="module")
+def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
+    server = live.start(tmp_path_factory.mktemp("dashboard"),
+                        extra_conf="[allotment]\ndashboard = True\n")
+    session = requests.Session()
+    session.headers.update(API)
+    made = Cloud(server.url, session)
+    try:
+        made.write("PUT", "/traits/CUSTOM_FAST", None)
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda n: _tree(made, n), range(TREES)))
+            list(pool.map(lambda n: _allocate(made, n), range(0, TREES, 2)))
+            list(pool.map(lambda n: _allocate(made, n), [99]))
+        _wide_tree(made)
+        yield made
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM)
+        yield launched
+        launched.close()
+
+
+def _open(browser: Browser, cloud: Cloud, page_hash: str, token: str | None = "admin") -> Page:
+    """A new tab (its own sessionStorage), signed in with ``token`` unless None."""
+    context = browser.new_context(viewport={"width": 1280, "height": 860})
+    if token is not None:
+        context.add_init_script(f"sessionStorage.setItem({TOKEN_KEY!r}, {token!r})")
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.errors = errors  # type: ignore[attr-defined]
+    page.goto(f"{cloud.url}/dashboard{page_hash}")
+    return page
+
+
+def _shot(page: Page, name: str) -> None:
+    page.screenshot(path=str(artifacts() / f"dashboard-{name}.png"), full_page=True)
+    assert page.errors == [], page.errors  # type: ignore[attr-defined]
+
+
+def _bars(page: Page, selector: str) -> dict[str, dict[str, int]]:
+    return page.eval_on_selector_all(
+        f"{selector} > .details > .inv",
+        "bars => Object.fromEntries(bars.map(b => [b.dataset.rc, "
+        "{used: +b.dataset.used, capacity: +b.dataset.capacity, total: +b.dataset.total, "
+        "reserved: +b.dataset.reserved}]))")
+
+
+def _expected_bars(cloud: Cloud, rp_uuid: str) -> dict[str, dict[str, int]]:
+    inventories = cloud.get(f"/resource_providers/{rp_uuid}/inventories")["inventories"]
+    used = cloud.get(f"/resource_providers/{rp_uuid}/usages")["usages"]
+    return {rc: {"used": used[rc], "total": rec["total"], "reserved": rec["reserved"],
+                 "capacity": capacity.capacity(rec["total"], rec["reserved"],
+                                               rec["allocation_ratio"])}
+            for rc, rec in inventories.items()}
+
+
+# -- the pages ------------------------------------------------------------------
+
+def test_token_prompt(browser, cloud):
+    page = _open(browser, cloud, "", token=None)
+    expect(page.locator("#login")).to_be_visible()
+    expect(page.locator("#login-hint")).to_contain_text("noauth2")
+    expect(page.locator("#nav")).to_be_hidden()
+    _shot(page, "sign-in")
+    page.fill("#token", "admin")
+    page.click("#login-form button[type=submit]")
+    expect(page.locator("#trees > .node").first).to_be_visible()
+    assert page.evaluate(f"sessionStorage.getItem({TOKEN_KEY!r})") == "admin"
+    page.reload()  # the token stays with the tab
+    expect(page.locator("#trees > .node").first).to_be_visible()
+    page.click("#sign-out")
+    expect(page.locator("#login")).to_be_visible()
+    assert page.evaluate(f"sessionStorage.getItem({TOKEN_KEY!r})") is None
+    # A token without a reader role: the page says the policy refused it.
+    page.fill("#token", "nobody")
+    page.click("#login-form button[type=submit]")
+    expect(page.locator("#error")).to_contain_text("Not allowed (403)")
+    expect(page.locator("#error")).to_contain_text("allotment:dashboard:providers")
+    page.context.close()
+
+
+def test_providers_page(browser, cloud):
+    page = _open(browser, cloud, "#providers")
+    expect(page.locator("#trees-info")).to_have_text(f"trees 1–50 of {TREES + 1}")
+    names = page.locator("#trees > .node > .row .name").all_inner_texts()
+    assert names == [f"host-{n:03d}" for n in range(50)]
+    first = f"#trees > .node[data-uuid='{cloud.roots['host-000']}']"
+    assert _bars(page, first) == _expected_bars(cloud, cloud.roots["host-000"])
+    expect(page.locator(f"{first} > .details .traits")).to_contain_text("CUSTOM_FAST")
+    expect(page.locator(f"{first} > .details .aggregates")).to_contain_text(AGGREGATE)
+    # Expand and collapse one tree: its children appear with their inventories.
+    children = page.locator(f"{first} > .children")
+    expect(children).to_be_hidden()
+    page.click(f"{first} > .row .toggle")
+    expect(children).to_be_visible()
+    assert page.locator(f"{first} > .row .toggle").get_attribute("aria-expanded") == "true"
+    assert children.locator(":scope > .node > .row .name").all_inner_texts() == [
+        "host-000-numa0", "host-000-numa1"]
+    child = cloud.get("/resource_providers?name=host-000-numa0")["resource_providers"][0]
+    assert _bars(page, f"{first} > .children > .node[data-uuid='{child['uuid']}']") == \
+        _expected_bars(cloud, child["uuid"])
+    _shot(page, "providers")
+    page.click(f"{first} > .row .toggle")
+    expect(children).to_be_hidden()
+    page.click("#expand-all")
+    expect(page.locator("#trees .children:visible")).to_have_count(50)
+    page.click("#collapse-all")
+    expect(page.locator("#trees .children:visible")).to_have_count(0)
+    # The next page, then a search.
+    page.click("#trees-next")
+    expect(page.locator("#trees-info")).to_have_text(f"trees 51–100 of {TREES + 1}")
+    expect(page.locator("#trees > .node > .row .name").first).to_have_text("host-050")
+    page.click("#trees-next")
+    expect(page.locator("#trees-info")).to_have_text(f"trees 101–101 of {TREES + 1}")
+    expect(page.locator("#trees-next")).to_be_disabled()
+    # A tree wider than one answer: the rest of its children come on demand.
+    wide = f"#trees > .node[data-uuid='{cloud.roots['wide-host']}']"
+    expect(page.locator(f"{wide} > .row .kids")).to_have_text(f"{WIDE} children")
+    page.click(f"{wide} > .row .toggle")
+    shown = page.locator(f"{wide} > .children > .node")
+    expect(shown).to_have_count(50)
+    page.click(f"{wide} > .children > button.more")
+    expect(shown).to_have_count(WIDE)
+    expect(page.locator(f"{wide} > .children > button.more")).to_have_count(0)
+    assert shown.locator(":scope > .row .name").all_inner_texts() == [
+        f"wide-host-vf{n:02d}" for n in range(WIDE)]
+    page.fill("#provider-q", "HOST-042-NUMA1")
+    page.press("#provider-q", "Enter")
+    expect(page.locator("#trees-info")).to_have_text("trees 1–1 of 1")
+    expect(page.locator("#trees > .node > .row .name")).to_have_text("host-042")
+    page.context.close()
+
+
+def test_usage_page(browser, cloud):
+    page = _open(browser, cloud, "#usage")
+    expect(page.locator("#projects tbody tr[data-project]")).to_have_count(len(PROJECTS))
+    expect(page.locator("#types tbody tr[data-type]")).to_have_count(2)
+    # Totals per class: the sums of every provider's inventories and usages.
+    totals: dict[str, list[int]] = {}
+    for rp in cloud.get("/resource_providers")["resource_providers"]:
+        for rc, bar in _expected_bars(cloud, rp["uuid"]).items():
+            entry = totals.setdefault(rc, [0, 0, 0, 0, 0])
+            for position, key in enumerate(("used", "capacity", "total", "reserved")):
+                entry[position] += bar[key]
+            entry[4] += 1  # providers
+    # The summary comes in its own request: wait for it before reading it.
+    expect(page.locator("#totals tbody tr[data-rc]")).to_have_count(len(totals))
+    expect(page.locator("#counts .count")).to_have_count(3)
+    shown = page.eval_on_selector_all(
+        "#totals tbody tr[data-rc]",
+        "rows => Object.fromEntries(rows.map(r => [r.dataset.rc, "
+        "[...r.querySelectorAll('td.num')].map(td => +td.textContent.replace(/,/g, ''))]))")
+    assert shown == totals
+    counts = page.locator("#counts .count strong").all_inner_texts()
+    assert counts == [str(3 * TREES + 1 + WIDE), str(TREES + 1), str(len(cloud.consumers))]
+    # host-099 is the fullest (60 of 60 VCPU).
+    expect(page.locator("#fullest tbody tr").first).to_have_attribute(
+        "data-uuid", cloud.roots["host-099"])
+    expect(page.locator("#fullest tbody tr").first).to_contain_text("100.0 %")
+    # Per project and per consumer type: what GET /usages answers.
+    by_type: dict[str, dict[str, int]] = {}
+    for project in PROJECTS:
+        api = cloud.get(f"/usages?project_id={project}")["usages"]
+        row = page.locator(f"#projects tr[data-project='{project}']")
+        amounts = row.locator(".amount")
+        shown_amounts = dict(zip(amounts.evaluate_all("a => a.map(x => x.dataset.rc)"),
+                                 amounts.evaluate_all("a => a.map(x => +x.dataset.used)"),
+                                 strict=True))
+        merged: dict[str, int] = {}
+        for type_name, per_type in api.items():
+            for key, value in per_type.items():
+                by_type.setdefault(type_name, {}).setdefault(key, 0)
+                by_type[type_name][key] += value
+                if key != "consumer_count":
+                    merged[key] = merged.get(key, 0) + value
+        assert shown_amounts == merged
+    for type_name, expected in by_type.items():
+        row = page.locator(f"#types tr[data-type='{type_name}']")
+        expect(row.locator("td.num")).to_have_text(str(expected.pop("consumer_count")))
+        for rc, value in expected.items():
+            expect(row.locator(f".amount[data-rc='{rc}']")).to_have_attribute(
+                "data-used", str(value))
+    _shot(page, "usage")
+    page.context.close()
+
+
+def test_consumer_page(browser, cloud):
+    page = _open(browser, cloud, "#consumer")
+    consumer = cloud.consumers["vm-042"]
+    page.fill("#consumer-uuid", consumer)
+    page.press("#consumer-uuid", "Enter")
+    rows = page.locator("#consumer-allocations tbody tr")
+    expect(rows).to_have_count(2)
+    api = cloud.get(f"/allocations/{consumer}")
+    shown = rows.evaluate_all("rows => rows.map(r => [r.dataset.provider, r.dataset.rc, "
+                              "+r.dataset.used])")
+    assert sorted(map(tuple, shown)) == sorted(
+        (rp, rc, n) for rp, entry in api["allocations"].items()
+        for rc, n in entry["resources"].items())
+    expect(page.locator("#consumer-result .facts")).to_contain_text(api["project_id"])
+    expect(rows.first).to_contain_text("host-042")
+    _shot(page, "consumer")
+    page.context.close()
+
+
+def test_what_fits(browser, cloud):
+    explain = cloud.session.get(cloud.url + "/explain/allocation_candidates?resources=VCPU:1")
+    query = "resources=VCPU:25,MEMORY_MB:1024&required=CUSTOM_FAST"
+    candidates = cloud.get(f"/allocation_candidates?{query}")
+    qualified = {candidates["provider_summaries"][rp]["root_provider_uuid"]
+                 for request in candidates["allocation_requests"]
+                 for rp in request["allocations"]}
+    # CUSTOM_FAST on every third host (34); of them host-036, -078 and -099 lack
+    # 25 VCPU free.
+    assert len(qualified) == 31
+    page = _open(browser, cloud, "#fits")
+    page.fill("#fit-resources", "VCPU:25,MEMORY_MB:1024")
+    page.fill("#fit-required", "CUSTOM_FAST")
+    page.fill("#fit-limit", "200")
+    page.click("#fits-form button[type=submit]")
+    hosts = page.locator("#fit-qualified > li.host")
+    expect(hosts).to_have_count(len(qualified))
+    assert set(hosts.evaluate_all("hs => hs.map(h => h.dataset.uuid)")) == qualified
+    expect(hosts.first.locator(".inv[data-rc='VCPU']")).to_be_visible()
+    if explain.status_code == 404:
+        expect(page.locator("#fit-no-explain")).to_be_visible()
+        expect(page.locator("#fit-summary")).to_have_attribute(
+            "data-qualified", str(len(qualified)))
+    else:
+        assert explain.status_code == 200, explain.text
+        summary = page.locator("#fit-summary")
+        expect(summary).to_have_attribute("data-total", str(TREES + 1))
+        expect(summary).to_have_attribute("data-qualified", str(len(qualified)))
+        # The reasons shown are the endpoint's, for the whole cloud and per excluded host.
+        explained = cloud.get(f"/explain/allocation_candidates?{query}&explain_limit=200")
+        explanation = explained["explanation"]
+        reasons = page.locator("#fit-reasons tbody tr")
+        assert reasons.evaluate_all("rows => rows.map(r => [r.dataset.filter, "
+                                    "+r.querySelector('td.num').textContent])") == [
+            [r["filter"], r["trees"]] for r in explanation["reasons"]]
+        excluded = {host["root_provider_uuid"]: host for host in explanation["excluded"]}
+        assert len(excluded) == TREES + 1 - len(qualified)
+        expect(page.locator("#fit-excluded > li.host")).to_have_count(len(excluded))
+        for host_uuid, host in excluded.items():
+            items = page.locator(f"#fit-excluded li.host[data-uuid='{host_uuid}'] li")
+            assert items.evaluate_all("li => li.map(x => x.dataset.filter)") == [
+                r["filter"] for r in host["reasons"]]
+            for item, reason in zip(items.all(), host["reasons"], strict=True):
+                expect(item).to_contain_text(reason["detail"])
+        # And they are the right ones: host-001 lacks the trait; host-078 has it,
+        # but holds 39 of its 60 VCPU.
+        lacking = excluded[cloud.roots["host-001"]]["reasons"]
+        assert [r["filter"] for r in lacking] == ["required_trait"]
+        assert "CUSTOM_FAST" in lacking[0]["detail"]
+        full = excluded[cloud.roots["host-078"]]["reasons"]
+        assert [(r["filter"], r["resource_class"]) for r in full] == [("capacity", "VCPU")]
+        assert cloud.roots["host-078"] not in qualified
+    _shot(page, "what-fits")
+    page.context.close()
