@@ -17,6 +17,7 @@ from allotment.candidates import engine
 from allotment.candidates.feed import CHANGES, GALERA_GAP_SETTLE, Feed, Kind
 from allotment.candidates.model import ReadModel
 from allotment.candidates.request import Settings
+from allotment.db.engine import Database, create_engine
 from allotment.handlers.allocation_candidates import parse_request, render_body
 from allotment.http.microversion import negotiate
 from allotment.http.request import Query
@@ -201,19 +202,19 @@ def test_mysql_gaps_in_flight_are_kept_and_rolled_back_ones_forgotten(database):
             pass
         with database.engine.begin() as conn:
             conn.execute(CHANGES.insert().values(kind=Kind.PROVIDER, ref=103))  # committed first
-        with database.engine.begin() as conn:
-            changes, position = feed.poll(conn, position)
+        with database.db.snapshot() as conn:  # as the model polls
+            changes, position = feed.poll(conn, position, database.db.read)
         assert changes == {Kind.PROVIDER: {103}}
         assert len(position.gaps) == 2
         for gap in position.gaps:
             position.gaps[gap] -= 5  # older than GAP_SETTLE: probed
-        with database.engine.begin() as conn:
-            changes, position = feed.poll(conn, position)
+        with database.db.snapshot() as conn:  # as the model polls
+            changes, position = feed.poll(conn, position, database.db.read)
         assert changes == {} and len(position.gaps) == 1  # the rolled-back id is forgotten
         late_txn.commit()
         late.close()
-        with database.engine.begin() as conn:
-            changes, position = feed.poll(conn, position)
+        with database.db.snapshot() as conn:  # as the model polls
+            changes, position = feed.poll(conn, position, database.db.read)
         assert changes == {Kind.PROVIDER: {101}} and not position.gaps
     finally:
         late.close()
@@ -302,3 +303,81 @@ def _poll_around_a_transaction_above_xmax(database, feed: Feed) -> bool:
     finally:
         early.close()
         late.close()
+
+
+def _name_and_link_committed_behind(database, provider_uuid: str) -> None:
+    """Commits, from another connection, a new trait and a new resource class and
+    gives both to the provider, as nova's compute adds a CUSTOM trait or class."""
+    rp, rpt, inv = sa.table("resource_providers", sa.column("id"), sa.column("uuid")), \
+        sa.table("resource_provider_traits", sa.column("resource_provider_id"),
+                 sa.column("trait_id")), \
+        sa.table("inventories", sa.column("resource_provider_id"),
+                 sa.column("resource_class_id"), sa.column("total"), sa.column("reserved"),
+                 sa.column("min_unit"), sa.column("max_unit"), sa.column("step_size"),
+                 sa.column("allocation_ratio"))
+    traits = sa.table("traits", sa.column("id"), sa.column("name"))
+    classes = sa.table("resource_classes", sa.column("id"), sa.column("name"))
+    with database.engine.begin() as conn:
+        ident = conn.execute(sa.select(rp.c.id).where(rp.c.uuid == provider_uuid)).scalar_one()
+        conn.execute(traits.insert().values(name="CUSTOM_BEHIND"))
+        trait = conn.execute(sa.select(traits.c.id).where(
+            traits.c.name == "CUSTOM_BEHIND")).scalar_one()
+        conn.execute(rpt.insert().values(resource_provider_id=ident, trait_id=trait))
+        conn.execute(classes.insert().values(id=10001, name="CUSTOM_BEHIND"))
+        conn.execute(inv.insert().values(resource_provider_id=ident, resource_class_id=10001,
+                                         total=1, reserved=0, min_unit=1, max_unit=1,
+                                         step_size=1, allocation_ratio=1.0))
+
+
+@pytest.mark.parametrize("moment", ["after the poll", "during a full load"])
+def test_a_name_committed_while_the_model_reads_is_never_a_missing_name(
+        client, database, monkeypatch, moment):
+    """The model reads in one snapshot: a trait or class created and given to a
+    provider between two of its statements is in all of them or in none."""
+    from allotment.candidates import model as model_module
+
+    if database.backend == "sqlite":
+        pytest.skip("a SQLite read transaction is one snapshot by itself")
+    query = "resources=VCPU:1"
+    providers, model, _ = _model_answering(client, database, query)
+    rp = client.get(f"/resource_providers/{providers[0]}", version="1.39").json()
+    assert client.put(f"/resource_providers/{providers[0]}/traits", {
+        "resource_provider_generation": rp["generation"],
+        "traits": ["HW_CPU_X86_AVX2"]}, version="1.39").status == 200
+    if moment == "after the poll":
+        real_poll = model.feed.poll
+
+        def poll_then_commit(conn, position, probing=None):
+            found = real_poll(conn, position, probing)
+            _name_and_link_committed_behind(database, providers[0])
+            return found
+
+        monkeypatch.setattr(model.feed, "poll", poll_then_commit)
+    else:
+        model._state = None  # the next request loads everything
+        real_load_providers = model_module._load_providers
+
+        def load_providers_then_commit(conn, state, ids):
+            real_load_providers(conn, state, ids)
+            _name_and_link_committed_behind(database, providers[0])
+
+        monkeypatch.setattr(model_module, "_load_providers", load_providers_then_commit)
+    during = _answer(database, model, query)
+    assert during["provider_summaries"][providers[0]]["traits"] == ["HW_CPU_X86_AVX2"]
+    monkeypatch.undo()
+    assert _answer(database, model, query) == _answer(database, None, query)
+    summary = _answer(database, model, query)["provider_summaries"][providers[0]]
+    assert "CUSTOM_BEHIND" in summary["traits"] and "CUSTOM_BEHIND" in summary["resources"]
+
+
+def test_a_snapshot_leaves_its_pooled_connection_read_committed(database):
+    if database.backend == "sqlite":
+        pytest.skip("SQLite has no isolation levels to restore")
+    db = Database(create_engine(database.url, pool_size=1, max_overflow=0))
+    try:
+        with db.snapshot() as conn:
+            assert conn.get_isolation_level() == "REPEATABLE READ"
+        with db.read() as conn:
+            assert conn.get_isolation_level() == "READ COMMITTED"
+    finally:
+        db.engine.dispose()

@@ -25,7 +25,9 @@ transactions leave ids that never appear. Each backend closes it its own way:
   read that does not wait (``LOCK IN SHARE MODE NOWAIT`` under READ
   COMMITTED, so no gap locks): an uncommitted insert holds its row's lock,
   so "lock held" means in flight (keep asking), and "no row, no lock" means
-  rolled back (forget it).
+  rolled back (forget it). The probe runs in a transaction of its own
+  (``probing``) when the poll's reads one snapshot (REPEATABLE READ), where a
+  locking read would take gap locks that make writers wait.
   On a **Galera** cluster another node's transaction in flight holds no
   lock on this node, so there a gap is forgotten only after
   ``GALERA_GAP_SETTLE`` seconds: a change whose transaction stays open longer
@@ -44,7 +46,8 @@ from __future__ import annotations
 
 import enum
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
 import sqlalchemy as sa
@@ -142,8 +145,14 @@ class Feed:
             position.gaps = {i: now for i in range(low + 1, high) if i not in seen}
         return position
 
-    def poll(self, conn: sa.Connection, position: Position) -> tuple[Changes, Position]:
-        """Changes committed since ``position``, and the position after them."""
+    def poll(self, conn: sa.Connection, position: Position,
+             probing: Callable[[], AbstractContextManager[sa.Connection]] | None = None,
+             ) -> tuple[Changes, Position]:
+        """Changes committed since ``position``, and the position after them.
+
+        ``probing`` opens the READ COMMITTED transaction the MySQL gap probe
+        runs in (default: ``conn`` itself).
+        """
         now = time.monotonic()
         stale = now - self.retention / 2
         if position.polled_at < stale:
@@ -163,7 +172,7 @@ class Feed:
                     gaps[missing] = now
             for found in seen:
                 gaps.pop(found, None)
-            self._settle(conn, gaps, now, stale)
+            self._settle(conn, probing, gaps, now, stale)
         return (_group((row[1], row[2]) for row in rows),
                 Position(high=high, gaps=gaps, polled_at=now))
 
@@ -190,8 +199,9 @@ class Feed:
         return (_group((kind, ref) for _, kind, ref in found),
                 Position(high=high, xids=xids, xmax=_xmax(snapshot), polled_at=now))
 
-    def _settle(self, conn: sa.Connection, gaps: dict[int, float], now: float,
-                stale: float) -> None:
+    def _settle(self, conn: sa.Connection,
+                probing: Callable[[], AbstractContextManager[sa.Connection]] | None,
+                gaps: dict[int, float], now: float, stale: float) -> None:
         """Forget gaps whose ids were rolled back (MySQL); see the module docstring."""
         if len(gaps) > MAX_GAPS:
             raise Rebuild(f"{len(gaps)} gaps in the change log")
@@ -205,8 +215,9 @@ class Feed:
             for gap in ripe:
                 del gaps[gap]
             return
-        for low, high in _runs(ripe):
-            self._probe(conn, low, high, gaps)
+        with probing() if probing is not None else nullcontext(conn) as probe_conn:
+            for low, high in _runs(ripe):
+                self._probe(probe_conn, low, high, gaps)
 
     def _probe(self, conn: sa.Connection, low: int, high: int, gaps: dict[int, float]) -> None:
         """Forget the ids of ``low..high`` that hold neither a row nor a lock.

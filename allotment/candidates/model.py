@@ -374,7 +374,7 @@ class ReadModel:
         Python, which the interpreter runs one thread at a time anyway.
         """
         with self._lock:
-            with self.db.read() as conn:
+            with self.db.snapshot() as conn:
                 state = self._bring_up_to_date(conn)
             yield state
             check_due = (time.monotonic() - self._checked_at >= self.check_interval
@@ -395,7 +395,7 @@ class ReadModel:
         if self._state is None:
             return self._rebuild(conn, "first request", "start")
         try:
-            changes, position = self.feed.poll(conn, self._position)
+            changes, position = self.feed.poll(conn, self._position, self.db.read)
         except Rebuild as why:
             return self._rebuild(conn, str(why), "log")
         if changes:
@@ -443,14 +443,14 @@ class ReadModel:
         named by a change committed since the load began may differ for that
         reason alone: they are not compared this time.
         """
-        with self.db.read() as conn:
+        with self.db.snapshot() as conn:
             fresh_position = self.feed.start(conn)
             fresh = load(conn)
         with self._lock:
             try:
-                with self.db.read() as conn:
+                with self.db.snapshot() as conn:
                     held = self._bring_up_to_date(conn)
-                    since_load, _ = self.feed.poll(conn, fresh_position)
+                    since_load, _ = self.feed.poll(conn, fresh_position, self.db.read)
             except Rebuild:
                 return True  # the next request reloads anyway
             skip = set().union(*since_load.values()) if since_load else set()

@@ -168,14 +168,28 @@ class Database:
     def write(self) -> contextlib.AbstractContextManager[Connection]:
         return self._transaction(write=True)
 
+    def snapshot(self) -> contextlib.AbstractContextManager[Connection]:
+        """A read transaction whose statements all see one snapshot.
+
+        Under READ COMMITTED each statement sees the commits made before it
+        began, so several statements that read related tables may disagree (a
+        link to a trait whose row an earlier statement did not see). REPEATABLE
+        READ takes one snapshot at the first statement, on PostgreSQL and
+        InnoDB alike; a SQLite read transaction is one snapshot already.
+        Locking reads must not run in it: on InnoDB they would take gap locks.
+        """
+        return self._transaction(write=False, one_snapshot=self.backend != "sqlite")
+
     @contextlib.contextmanager
-    def _transaction(self, write: bool) -> Iterator[Connection]:
+    def _transaction(self, write: bool, one_snapshot: bool = False) -> Iterator[Connection]:
         lost: DBAPIError | PoolTimeout | None = None
         try:
             with self.engine.connect() as conn:
                 self.outage.ended()
                 if write:
                     conn.execution_options(allotment_write=True)
+                if one_snapshot:
+                    conn.execution_options(isolation_level="REPEATABLE READ")
                 with conn.begin():
                     yield conn
         except (DBAPIError, PoolTimeout) as exc:
