@@ -80,6 +80,11 @@ def _wrapped(orig: BaseException) -> sa.exc.DBAPIError:
     (pymysql.err.OperationalError(2013, "Lost connection to MySQL server during query"), True),
     (pymysql.err.OperationalError(1053, "Server shutdown in progress"), True),
     (pymysql.err.OperationalError(1927, "Connection was killed"), True),
+    (pymysql.err.OperationalError(1180, "Error while appending streaming replication fragment"
+                                        "(provider status: Not connected to Primary Component)"),
+     True),
+    (pymysql.err.OperationalError(1180, "Got error 28 \"No space left on device\" during "
+                                        "COMMIT"), False),
     (pymysql.err.InterfaceError(0, ""), True),
     (pymysql.err.OperationalError(1213, "Deadlock found when trying to get lock"), False),
     (pymysql.err.OperationalError(1205, "Lock wait timeout exceeded"), False),

@@ -67,6 +67,18 @@ _MYSQL_GONE = {
 }
 
 
+# Galera's words in a 1180 ("error during COMMIT") when the node has left the
+# cluster's primary component while the commit was on its way: the node is leaving
+# or cut off, like 1047 for the statements after it. Other 1180s are the storage
+# engine's own failures and stay errors.
+_GALERA_CUT_OFF = ("Primary Component", "provider status")
+
+
+def _cut_off_from_galera(args: tuple) -> bool:
+    message = args[1] if len(args) > 1 and isinstance(args[1], str) else ""
+    return any(marker in message for marker in _GALERA_CUT_OFF)
+
+
 class DatabaseUnavailable(Exception):
     """The database cannot be reached now; the transaction was rolled back or never began.
 
@@ -99,6 +111,8 @@ def lost_connection(orig: BaseException | None) -> bool:
         if code == 0:
             # PyMySQL's "(0, '')": a statement on a connection it already closed.
             return type(orig).__name__ == "InterfaceError"
+        if code == 1180:
+            return _cut_off_from_galera(args)
         return isinstance(code, int) and code in _MYSQL_GONE
     return False
 
