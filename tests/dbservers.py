@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import pwd
+import random
 import shutil
 import signal
 import socket
@@ -38,11 +39,40 @@ MARIADBD = Path("/usr/sbin/mariadbd")
 MARIADB_INSTALL_DB = Path("/usr/bin/mariadb-install-db")
 
 
+_HANDED_OUT: set[int] = set()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
+    """A free loopback port below the kernel's ephemeral range.
+
+    A server may bind its port long after it was chosen (a Galera node binds its
+    IST and SST ports only when it joins). A port from the ephemeral range (what
+    binding port 0 gives) may meanwhile become the local end of any outgoing
+    connection, and the bind then fails with "Address already in use"; below
+    that range the kernel never hands a port out by itself.
+    """
+    low, _ = _ephemeral_range()
+    candidates = list(range(max(1024, low - 16000), low))
+    random.SystemRandom().shuffle(candidates)
+    for port in candidates:
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
         return port
+    raise RuntimeError("no free loopback port below the ephemeral range")
 
 
 def _missing(paths: list[Path]) -> str | None:
