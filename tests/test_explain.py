@@ -542,4 +542,3 @@ def test_a_thousand_hosts_and_nothing_fits(client, database):
         json.dump({"backend": database.backend, "seconds": round(elapsed, 3),
                    "query": query, "explanation": explanation}, out, indent=2)
     print(json.dumps(explanation, indent=2)[:4000])
-

@@ -26,8 +26,8 @@ transactions leave ids that never appear. Each backend closes it its own way:
   COMMITTED, so no gap locks): an uncommitted insert holds its row's lock,
   so "lock held" means in flight (keep asking), and "no row, no lock" means
   rolled back (forget it). The probe runs in a transaction of its own
-  (``probing``) when the poll's reads one snapshot (REPEATABLE READ), where a
-  locking read would take gap locks that make writers wait.
+  (``probing``) when the poll reads in one snapshot (REPEATABLE READ), where
+  a locking read would take gap locks that make writers wait.
   On a **Galera** cluster another node's transaction in flight holds no
   lock on this node, so there a gap is forgotten only after
   ``GALERA_GAP_SETTLE`` seconds: a change whose transaction stays open longer
@@ -66,6 +66,10 @@ GALERA_GAP_SETTLE = 10.0
 MAX_GAPS = 10000
 # Ids below the high mark examined for gaps at a full load (MySQL).
 START_WINDOW = 1000
+
+
+# Opens a transaction (``Database.read``), for the probe.
+Opener = Callable[[], AbstractContextManager[sa.Connection]]
 
 
 class Kind(enum.IntEnum):
@@ -146,8 +150,7 @@ class Feed:
         return position
 
     def poll(self, conn: sa.Connection, position: Position,
-             probing: Callable[[], AbstractContextManager[sa.Connection]] | None = None,
-             ) -> tuple[Changes, Position]:
+             probing: Opener | None = None) -> tuple[Changes, Position]:
         """Changes committed since ``position``, and the position after them.
 
         ``probing`` opens the READ COMMITTED transaction the MySQL gap probe
@@ -199,9 +202,8 @@ class Feed:
         return (_group((kind, ref) for _, kind, ref in found),
                 Position(high=high, xids=xids, xmax=_xmax(snapshot), polled_at=now))
 
-    def _settle(self, conn: sa.Connection,
-                probing: Callable[[], AbstractContextManager[sa.Connection]] | None,
-                gaps: dict[int, float], now: float, stale: float) -> None:
+    def _settle(self, conn: sa.Connection, probing: Opener | None, gaps: dict[int, float],
+                now: float, stale: float) -> None:
         """Forget gaps whose ids were rolled back (MySQL); see the module docstring."""
         if len(gaps) > MAX_GAPS:
             raise Rebuild(f"{len(gaps)} gaps in the change log")
