@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from allotment.candidates import engine
-from allotment.candidates.feed import CHANGES, GALERA_GAP_SETTLE, Feed, Kind
+from allotment.candidates.feed import CHANGES, GALERA_GAP_SETTLE, Feed, Kind, Position
 from allotment.candidates.model import ReadModel
 from allotment.candidates.request import Settings
 from allotment.db.engine import Database, create_engine
@@ -53,6 +53,15 @@ def _model_answering(client: PlacementClient, database, query: str
     expected = _answer(database, None, query)
     assert _answer(database, model, query) == expected
     return providers, model, expected
+
+
+def _feed_from_now(database, feed: Feed | None = None) -> tuple[Feed, Position]:
+    """A feed of the backend's change log (or ``feed``), positioned at what is committed now."""
+    feed = feed or Feed(database.backend, retention=3600)
+    with database.engine.connect() as conn:
+        position = feed.start(conn)
+        conn.rollback()
+    return feed, position
 
 
 def _vcpu_capacity(body: dict) -> dict[str, int]:
@@ -185,10 +194,7 @@ def test_mysql_gaps_in_flight_are_kept_and_rolled_back_ones_forgotten(database):
     """The commit-order gap on MySQL/MariaDB, step by step (see candidates.feed)."""
     if database.backend != "mysql":
         return
-    feed = Feed("mysql", retention=3600)
-    with database.engine.connect() as conn:
-        position = feed.start(conn)
-        conn.rollback()
+    feed, position = _feed_from_now(database)
     position.gaps = {}  # earlier tests' rolled-back ids are not the subject here
     late = database.engine.connect()
     try:
@@ -231,10 +237,7 @@ def test_mysql_gaps_in_flight_are_kept_and_rolled_back_ones_forgotten(database):
 def test_postgresql_transactions_in_flight_are_read_when_they_commit(database):
     if database.backend != "postgresql":
         return
-    feed = Feed("postgresql", retention=3600)
-    with database.engine.connect() as conn:
-        position = feed.start(conn)
-        conn.rollback()
+    feed, position = _feed_from_now(database)
     late = database.engine.connect()
     late_txn = late.begin()
     late.execute(CHANGES.insert().values(kind=Kind.PROVIDER, ref=201, xid=sa.text(
@@ -275,9 +278,7 @@ def test_postgresql_a_transaction_above_the_snapshots_xmax_is_not_missed(databas
 def _poll_around_a_transaction_above_xmax(database, feed: Feed) -> bool:
     """The sequence of the test above; False when the case did not arise."""
     xid_now = sa.text("pg_current_xact_id()::text::bigint")
-    with database.engine.connect() as conn:
-        position = feed.start(conn)
-        conn.rollback()
+    _, position = _feed_from_now(database, feed)
     early, late = database.engine.connect(), database.engine.connect()
     try:
         early_txn, late_txn = early.begin(), late.begin()

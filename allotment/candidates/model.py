@@ -32,6 +32,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -173,28 +174,19 @@ class State:
             self.nested.add(rp)
 
     def _set_inventories(self, provider: Provider, inventories: dict[int, Inventory]) -> None:
-        for rc in provider.inventories.keys() - inventories.keys():
-            self.holders[rc].discard(provider.id)
-            self._sorted_holders.pop(rc, None)
-        for rc in inventories.keys() - provider.inventories.keys():
-            self.holders.setdefault(rc, set()).add(provider.id)
+        for rc in _move(self.holders, provider.id, provider.inventories.keys(),
+                        inventories.keys()):
             self._sorted_holders.pop(rc, None)
         provider.inventories = inventories
         self._summaries.pop(provider.id, None)
 
     def _set_traits(self, provider: Provider, traits: frozenset[int]) -> None:
-        for trait in provider.traits - traits:
-            self.with_trait[trait].discard(provider.id)
-        for trait in traits - provider.traits:
-            self.with_trait.setdefault(trait, set()).add(provider.id)
+        _move(self.with_trait, provider.id, provider.traits, traits)
         provider.traits = traits
         self._summaries.pop(provider.id, None)
 
     def _set_aggregates(self, provider: Provider, aggregates: frozenset[int]) -> None:
-        for agg in provider.aggregates - aggregates:
-            self.members[agg].discard(provider.id)
-        for agg in aggregates - provider.aggregates:
-            self.members.setdefault(agg, set()).add(provider.id)
+        _move(self.members, provider.id, provider.aggregates, aggregates)
         provider.aggregates = aggregates
 
     def apply(self, conn: sa.Connection, changes: Changes) -> None:
@@ -224,6 +216,17 @@ class State:
             & self.providers.keys()
         if aggregates:
             _load_aggregates(conn, self, aggregates)
+
+
+def _move(index: dict[int, set[int]], member: int, old: AbstractSet[int],
+          new: AbstractSet[int]) -> set[int]:
+    """Move ``member`` in ``index`` (key -> members) from the keys ``old`` to ``new``;
+    the keys whose members changed."""
+    for key in old - new:
+        index[key].discard(member)
+    for key in new - old:
+        index.setdefault(key, set()).add(member)
+    return set(old ^ new)
 
 
 # --- loading from the tables ---------------------------------------------------
