@@ -46,10 +46,12 @@ PROJECT = "6f1b0c1e-9b1c-4d7e-8f8b-1c2d3e4f5a6b"
 USER = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
 THREADS_PER_SERVER = 6
 CLASSES = ("VCPU", "MEMORY_MB")
-# A thread stops (after ``stop_after``) once this many writes in a row were refused
-# for capacity. Writes go to one of 3 providers at random, so while only one still
-# has room a streak of 6 came by chance 1 time in 11 ((2/3)**6) and a run could end
-# with room left; 20 makes that about 1 in 3,000 ((2/3)**20).
+# After ``stop_after`` a thread only claims (no release, move or pair), so usage no
+# longer falls, and it stops once this many claims in a row were refused for
+# capacity. A claim goes to one of 3 providers at random, so while only one still has
+# room for any claim a thread stops by chance about 1 time in 3,000 ((2/3)**20).
+# (Releasing during that phase let the last threads free room after the others had
+# stopped for good: a run ended with 4 VCPU left.)
 FULL_STREAK = 20
 
 Allocation = dict[str, dict[str, int]]  # provider uuid -> class -> amount
@@ -207,11 +209,16 @@ def _worker(load: Load, number: int, seed: int) -> None:
         vcpu = rng.randint(1, 3)
         return {"VCPU": vcpu, "MEMORY_MB": 256 * vcpu}
 
+    filling = False
     while time.monotonic() < load.deadline:
-        if time.monotonic() > load.stop_after and full_streak >= FULL_STREAK \
-                or load.surprises:
+        if load.surprises:
             return
-        roll = rng.random()
+        if not filling and time.monotonic() > load.stop_after:
+            filling, full_streak = True, 0  # a streak from before may predate a release
+        if filling and full_streak >= FULL_STREAK:
+            return
+        # Filling: only single claims, which can only use room up.
+        roll = 1.0 if filling else rng.random()
         if mine and roll < 0.08:  # release
             consumer = rng.choice(sorted(mine))
             status, _, body = send("DELETE", f"/allocations/{consumer}")
@@ -337,7 +344,8 @@ def test_claims_across_nodes(cloud: Cloud) -> None:
     providers = _providers(cloud.servers[0], 3, vcpus=48)
     before = [_retries(server) for server in cloud.servers]
     now = time.monotonic()
-    load = Load(cloud.servers, providers, stop_after=now, deadline=now + 60)
+    # Releases and moves for 8 s, among claims that fill the providers; then fill.
+    load = Load(cloud.servers, providers, stop_after=now + 8, deadline=now + 60)
     wall = _run(load)
     _no_errors(load)
     usage = _check(load)
