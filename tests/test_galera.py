@@ -128,7 +128,7 @@ class Load:
 
     servers: list[live.LiveServer]
     providers: list[str]
-    stop_after: float  # monotonic time after which "full" ends a thread
+    stop_after: float  # monotonic time after which threads only claim, until full
     deadline: float
     lock: threading.Lock = field(default_factory=threading.Lock)
     counts: dict[int, Counter] = field(default_factory=dict)
