@@ -102,6 +102,28 @@ ALLOTMENT_OPTS = [
                     "in-memory read model, kept current through the change log that the "
                     "database's triggers fill; or 'database', the tables themselves in "
                     "each request (the reference path)."),
+    # What one candidates search may cost (allotment.candidates.budget).
+    cfg.IntOpt("candidates_max_entries", default=1_000_000, min=1000,
+               help="Most allocation entries (one provider in one candidate) one answer of "
+                    "GET /allocation_candidates may hold; a request that matches more gets "
+                    "400 and is told to pass limit or narrow the query. Each entry costs "
+                    "about 1 KiB of the worker's memory while the answer is made."),
+    cfg.IntOpt("candidates_time_limit", default=20, min=1,
+               help="Seconds one candidates search may run; then it gets 400 and is told "
+                    "to narrow the query."),
+    cfg.IntOpt("candidates_large_entries", default=100_000, min=100,
+               help="A candidates search that may return more allocation entries than "
+                    "this (its bound after matching, limit applied) is large: it needs one "
+                    "of the worker's candidates_large_slots."),
+    cfg.IntOpt("candidates_large_slots", default=1, min=1,
+               help="Large candidates searches each worker process runs at once; one more "
+                    "is refused at once with 503 and Retry-After, so that large searches "
+                    "never hold every thread and cheap requests are always served. Keep it "
+                    "below --threads."),
+    cfg.FloatOpt("candidates_grace", default=1.0, min=0.0,
+                 help="Seconds a candidates search may run without a large-search slot; a "
+                      "slower one must take a slot to go on (or is refused, as a large "
+                      "search is)."),
     cfg.IntOpt("change_log_retention", default=3600, min=60,
                help="Seconds rows of the change log are kept. A worker that has not read "
                     "it for half this time reloads its read model in full."),

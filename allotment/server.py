@@ -168,6 +168,9 @@ class WaitressWorker(Worker):
             channel_timeout=max(limits.request_timeout, limits.keepalive_timeout) * 4,
             cleanup_interval=1,
             asyncore_use_poll=True,
+            # Read ahead while a request is served, so that a client that has
+            # gone is seen (waitress.client_disconnected: searches stop).
+            channel_request_lookahead=1,
             backlog=self.cfg.backlog,
             ident="",
         )

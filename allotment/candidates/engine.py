@@ -37,14 +37,15 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import sqlalchemy as sa
 
 from allotment import metrics
 from allotment.candidates import query, search
+from allotment.candidates.budget import Budget, bounded_product
 from allotment.candidates.model import ReadModel
 from allotment.candidates.query import GroupIds, MatchFlag, MatchRow
 from allotment.candidates.request import CandidateRequest, Settings
@@ -75,31 +76,39 @@ class Result:
 
 
 def answer(db: Database, model: ReadModel | None, request: CandidateRequest,
-           settings: Settings) -> Result:
+           settings: Settings, budget: Budget | None = None) -> Result:
     """``find`` on the read model when there is one, else on the tables."""
     if model is None:
         with db.read() as conn:
-            return find(DatabaseSource(conn), request, settings)
-    with model.current() as state:
-        return find(ModelSource(state), request, settings)
+            return find(DatabaseSource(conn), request, settings, budget=budget)
+    with model.held() as hold:
+        return find(ModelSource(hold.state), request, settings, budget=budget,
+                    release=hold.release)
 
 
 def find(source: Source | sa.Connection, request: CandidateRequest, settings: Settings,
-         rng: random.Random | None = None) -> Result:
+         rng: random.Random | None = None, budget: Budget | None = None,
+         release: Callable[[], None] | None = None) -> Result:
     """The allocation candidates for ``request`` (unknown names raise).
 
     ``source`` may be a connection: the tables are then read in its transaction.
+    ``budget`` bounds the search (``candidates.budget``; its refusals raise);
+    without one it is unbounded. ``release``, when given, lets go of the
+    source: a large search calls it once it has copied what it needs, and
+    walks its trees without holding the read model (other requests go on).
     """
     if isinstance(source, sa.Connection):
         source = DatabaseSource(source)
     started = time.perf_counter()
-    path, result = _find(source, request, settings, rng)
+    path, result = _find(source, request, settings, rng, budget or Budget.unlimited(),
+                         release)
     metrics.candidates_found(path, len(result.candidates), time.perf_counter() - started)
     return result
 
 
 def _find(source: Source, request: CandidateRequest, settings: Settings,
-          rng: random.Random | None) -> tuple[str, Result]:
+          rng: random.Random | None, budget: Budget,
+          release: Callable[[], None] | None) -> tuple[str, Result]:
     """``find``, and which path it took."""
     names = source.resolve(request)
     class_names = {rc_id: name for name, rc_id in names.classes.items()}
@@ -121,13 +130,16 @@ def _find(source: Source, request: CandidateRequest, settings: Settings,
     rng = (rng or random.Random()) if settings.randomize else None
     layout = names.layout
     summary_of = None
+    tail: Summaries = source
     if len(groups) == 1 and not layout.spread_possible:
         path = "single" if rng is None else "single_random"
         candidates, summary_of = _single(source, groups[0], request, settings, rng, roots)
+        budget.spend(len(candidates))
     else:
         path = ("spread_breadth_first" if _breadth_first(request, settings, rng)
                 else "spread_depth_first")
-        candidates = _spread(source, groups, request, settings, rng, names, roots)
+        candidates, tail = _spread(source, groups, request, settings, rng, names, roots,
+                                     budget, release)
     LOG.debug("candidates: %d returned", len(candidates))
     if not candidates:
         return path, Result(class_names=class_names)
@@ -136,10 +148,10 @@ def _find(source: Source, request: CandidateRequest, settings: Settings,
     only_in_use = not request.nested_aware and layout.has_trees
     if summary_of is None:
         if only_in_use:
-            summary_of = source.summaries(providers=in_use)
+            summary_of = tail.summaries(providers=in_use)
         else:
             roots_in_use = {root for candidate in candidates for root in candidate.roots}
-            summary_of = source.summaries(roots=roots_in_use)
+            summary_of = tail.summaries(roots=roots_in_use)
     elif only_in_use:
         summary_of = {rp: summary for rp, summary in summary_of.items() if rp in in_use}
     summary_of = {rp: summary_of[rp] for rp in sorted(summary_of)}
@@ -149,7 +161,7 @@ def _find(source: Source, request: CandidateRequest, settings: Settings,
                           for rps in candidate.mappings.values() for rp in rps})
     if not named <= uuids.keys():
         # A resourceless group's provider outside the summarised trees.
-        uuids.update(source.provider_uuids(named - uuids.keys()))
+        uuids.update(tail.provider_uuids(named - uuids.keys()))
     return path, Result(candidates=candidates, summaries=summary_of,
                         class_names=class_names, uuids=uuids)
 
@@ -226,7 +238,10 @@ def _sort_rows(groups: list[GroupIds], rows: list[MatchRow]) -> _Matches:
 
 def _spread(source: Source, groups: list[GroupIds], request: CandidateRequest,
             settings: Settings, rng: random.Random | None, names: query.NameIds,
-            roots: query.Roots) -> list[Candidate]:
+            roots: query.Roots, budget: Budget, release: Callable[[], None] | None
+            ) -> tuple[list[Candidate], Summaries]:
+    """The candidates, and the source to read their summaries from (``source``,
+    or a copy of the summaries it may need when it was let go of)."""
     unsuffixed = next((g for g in groups if not g.same_provider), None)
     unsuffixed_traits = sorted({trait for s in unsuffixed.required for trait in s}) \
         if unsuffixed else []
@@ -236,7 +251,7 @@ def _spread(source: Source, groups: list[GroupIds], request: CandidateRequest,
         LOG.debug("group '%s' class %s: %d providers have room and pass the filters",
                   groups[index].suffix, rc, len(rps))
         if not rps:
-            return []
+            return [], source
     facts = matches.facts
 
     # A granular group needs one provider with room for all its classes.
@@ -248,7 +263,7 @@ def _spread(source: Source, groups: list[GroupIds], request: CandidateRequest,
             LOG.debug("group '%s': %d providers serve it alone", group.suffix,
                       len(serving[index]))
             if not serving[index]:
-                return []
+                return [], source
 
     # Which sharing providers may serve trees other than their own?
     sharing = {rp for rps in serving.values() for rp in rps if facts[rp].flags & SHARING}
@@ -277,7 +292,7 @@ def _spread(source: Source, groups: list[GroupIds], request: CandidateRequest,
     viable = set(options[0]).intersection(*options[1:])
     LOG.debug("%d trees have an option for every one of %d slots", len(viable), len(slots))
     if not viable:
-        return []
+        return [], source
     order = sorted(viable)
     # Random order before generating, so that a limit stays fair. With a cap
     # upstream samples from the first ``cap`` in the usual order: so do we.
@@ -285,7 +300,14 @@ def _spread(source: Source, groups: list[GroupIds], request: CandidateRequest,
     if shuffle is not None:
         shuffle.shuffle(order)
 
+    budget.admit(_entries_bound(order, options, len(slots), request, settings, budget))
     rules = _rules(source, request, unsuffixed, unsuffixed_traits, matches)
+    copied: Summaries = source
+    if budget.holding and release is not None:
+        # A large search: copy what the answer may show, then let the
+        # source go; the walk below reads only the plain data built above.
+        copied = Copied(source, {f.root for f in facts.values()} | set(order), facts.keys())
+        release()
     seen_foreign: set[tuple] = set()
 
     def make_tree(anchor: int) -> Iterator[Candidate]:
@@ -304,13 +326,74 @@ def _spread(source: Source, groups: list[GroupIds], request: CandidateRequest,
             if signature in seen_foreign:
                 return iter(())
             seen_foreign.add(signature)
-        return search.tree_candidates(tree_slots, rules)
+        return search.tree_candidates(tree_slots, rules, budget.step)
 
     generated = search.generate(order, make_tree, _breadth_first(request, settings, rng))
     if anchors:
         # Only sharing providers make one offer reachable from two trees.
         generated = search.unique(generated)
-    return search.select(generated, request.limit, settings.max_candidates, rng)
+    return search.select(budget.metered(generated, _entry_count), request.limit,
+                         settings.max_candidates, rng), copied
+
+
+class Summaries(Protocol):
+    """What is read after the walk: a ``Source``, or a ``Copied`` part of one."""
+
+    def summaries(self, roots: Iterable[int] = (), providers: Iterable[int] = ()
+                  ) -> dict[int, ProviderSummary]: ...
+
+    def provider_uuids(self, ids: Iterable[int]) -> dict[int, str]: ...
+
+
+class Copied:
+    """The summaries and uuids an answer may need, copied from a source.
+
+    A ``Source`` for what is read after the walk (``summaries``,
+    ``provider_uuids``): every provider of the trees ``roots``, and the uuid
+    of each provider in ``named``.
+    """
+
+    def __init__(self, source: Source, roots: Iterable[int], named: Iterable[int]) -> None:
+        self._summaries = source.summaries(roots=roots)
+        self._uuids = {rp: summary.uuid for rp, summary in self._summaries.items()}
+        missing = set(named) - self._uuids.keys()
+        if missing:
+            self._uuids.update(source.provider_uuids(missing))
+
+    def summaries(self, roots: Iterable[int] = (), providers: Iterable[int] = ()
+                  ) -> dict[int, ProviderSummary]:
+        wanted_roots, wanted = set(roots), set(providers)
+        return {rp: summary for rp, summary in self._summaries.items()
+                if summary.root_id in wanted_roots or rp in wanted}
+
+    def provider_uuids(self, ids: Iterable[int]) -> dict[int, str]:
+        return {rp: self._uuids[rp] for rp in ids if rp in self._uuids}
+
+
+def _entry_count(candidate: Candidate) -> int:
+    return len(candidate.allocations)
+
+
+def _entries_bound(order: list[int], options: list[dict[int, list[int]]], slot_count: int,
+                   request: CandidateRequest, settings: Settings, budget: Budget) -> int:
+    """An upper bound of the allocation entries the search can produce.
+
+    Each tree gives at most the product of its slots' option counts, each
+    candidate at most one entry per slot; ``limit`` and the configured cap
+    bound the count. Counting stops once the bound is known to be large.
+    """
+    wanted = [n for n in (request.limit, settings.max_candidates) if n is not None and n >= 0]
+    large = budget.limits.large_entries // slot_count
+    if wanted and min(wanted) <= large:
+        return min(wanted) * slot_count  # nova's limit=1000: no need to count
+    found = 0
+    for anchor in order:
+        found += bounded_product((len(by_anchor[anchor]) for by_anchor in options), large)
+        if found > large:
+            break
+    if wanted:
+        found = min(found, min(wanted))
+    return found * slot_count
 
 
 def _breadth_first(request: CandidateRequest, settings: Settings,

@@ -31,7 +31,7 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -351,6 +351,29 @@ def differences(held: State, fresh: State, skip: set[int] = frozenset()) -> list
 
 # --- the model a worker keeps ---------------------------------------------------
 
+class Hold:
+    """A reader's hold on the state; ``release`` (once) lets other threads in."""
+
+    def __init__(self, state: State | None, let_go: Callable[[], None]) -> None:
+        self._state = state
+        self._let_go: Callable[[], None] | None = let_go
+
+    @property
+    def state(self) -> State:
+        if self._state is None or self._let_go is None:
+            raise RuntimeError("the read model's state is not held")
+        return self._state
+
+    @state.setter
+    def state(self, state: State) -> None:
+        self._state = state
+
+    def release(self) -> None:
+        let_go, self._let_go = self._let_go, None
+        if let_go is not None:
+            let_go()
+
+
 class ReadModel:
     """One database's read model for the threads of one worker."""
 
@@ -376,23 +399,44 @@ class ReadModel:
         One thread at a time reads or updates the state: the work is pure
         Python, which the interpreter runs one thread at a time anyway.
         """
-        with self._lock:
+        with self.held() as hold:
+            yield hold.state
+
+    @contextmanager
+    def held(self) -> Iterator[Hold]:
+        """``current``, as a ``Hold`` whose reader may let go of the state early.
+
+        A long reader (a large candidates search) copies what it needs and
+        calls ``Hold.release``, so that the other threads' requests do not
+        wait for the rest of its work.
+        """
+        self._lock.acquire()
+        hold = Hold(None, self._let_go)
+        try:
             with self.db.snapshot() as conn:
-                state = self._bring_up_to_date(conn)
-            yield state
-            check_due = (time.monotonic() - self._checked_at >= self.check_interval
-                         and self._checker is None)
-            if check_due:
-                self._checked_at = time.monotonic()
-                self._checker = threading.Thread(target=self._check_in_background,
-                                                 name="read-model-check", daemon=True)
-                self._checker.start()
+                hold.state = self._bring_up_to_date(conn)
+            yield hold
+        finally:
+            hold.release()
         if time.monotonic() - self._trimmed_at >= self.trim_interval:
             self._trimmed_at = time.monotonic()
             with self.db.write() as conn:
                 trimmed = self.feed.trim(conn)
             LOG.debug("Change log: %d rows older than %.0f s trimmed", trimmed,
                       self.feed.retention)
+
+    def _let_go(self) -> None:
+        """End a hold: start a due check, then unlock the state."""
+        try:
+            check_due = (time.monotonic() - self._checked_at >= self.check_interval
+                         and self._checker is None and self._state is not None)
+            if check_due:
+                self._checked_at = time.monotonic()
+                self._checker = threading.Thread(target=self._check_in_background,
+                                                 name="read-model-check", daemon=True)
+                self._checker.start()
+        finally:
+            self._lock.release()
 
     def _bring_up_to_date(self, conn: sa.Connection) -> State:
         if self._state is None:

@@ -136,8 +136,13 @@ def matching_size(option_lists: Sequence[Sequence[int]]) -> int:
     return sum(1 for slot in range(len(option_lists)) if augment(slot, set()))
 
 
-def tree_candidates(slots: list[Slot], rules: Rules) -> Iterator[Candidate]:
-    """Every way to fill ``slots`` (one anchor tree) that meets ``rules``."""
+def tree_candidates(slots: list[Slot], rules: Rules,
+                    step: Callable[[], None] | None = None) -> Iterator[Candidate]:
+    """Every way to fill ``slots`` (one anchor tree) that meets ``rules``.
+
+    ``step`` is called at every node of the walk (the request's budget:
+    it raises to stop a search that has run too long).
+    """
     if not feasible(slots, rules):
         return
     # Fail first: the slot with the fewest options decides earliest.
@@ -249,6 +254,8 @@ def tree_candidates(slots: list[Slot], rules: Rules) -> Iterator[Candidate]:
                          (roots.pop(),) if len(roots) == 1 else tuple(sorted(roots)))
 
     def walk(pos: int) -> Iterator[Candidate]:
+        if step is not None:
+            step()
         if pos == count:
             yield build()
             return

@@ -8,6 +8,7 @@ the answer is rendered in the shape of the requested microversion.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import falcon
@@ -275,7 +276,16 @@ class AllocationCandidates(Resource):
         version = req.context.version
         request = parse_request(query(req), version)
         with explain({UnknownResourceClass: lambda e: "Invalid resource class in resources "
-                                                      f"parameter: {e}"}):
+                                                      f"parameter: {e}"}), \
+                self.services.candidate_budget(client_gone(req)) as budget:
             result = engine.answer(self.db, self.services.read_model, request,
-                                   settings_from_conf(self.conf))
-        render.json_response(req, resp, render_json(version, request, result))
+                                   settings_from_conf(self.conf), budget)
+            body = render_json(version, request, result)
+            del result  # the memory a large answer took is soon given back (budget.close)
+        render.json_response(req, resp, body)
+
+
+def client_gone(req: Request) -> Callable[[], bool] | None:
+    """waitress's test for a client that closed its connection, when serving under it."""
+    test = req.env.get("waitress.client_disconnected")
+    return test if callable(test) else None

@@ -17,6 +17,7 @@ from allotment import errors
 from allotment.candidates import engine
 from allotment.candidates import explain as diagnosis
 from allotment.handlers.allocation_candidates import (
+    client_gone,
     parse_request,
     render_body,
     settings_from_conf,
@@ -67,8 +68,9 @@ class ExplainAllocationCandidates(Resource):
         settings = settings_from_conf(self.conf)
         with word_refusals({UnknownResourceClass: lambda e: "Invalid resource class in "
                                                             f"resources parameter: {e}"}), \
+                self.services.candidate_budget(client_gone(req)) as budget, \
                 self.db.read() as conn:
-            result = engine.find(conn, request, settings)
+            result = engine.find(conn, request, settings, budget=budget)
             explanation = diagnosis.explain(conn, request, result, settings, sample_limit)
         body = render_body(version, request, result)
         body["explanation"] = explanation.as_dict()

@@ -63,7 +63,15 @@ REFUSALS: dict[type[ledger.LedgerError], tuple[int, str]] = {
     ledger.ProviderGenerationConflict: (409, errors.CONCURRENT_UPDATE),
     ledger.ConsumerGenerationConflict: (409, errors.CONCURRENT_UPDATE),
     ledger.RetriesExhausted: (409, errors.CONCURRENT_UPDATE),
+    # A candidates search over its budget (``candidates.budget``).
+    ledger.TooManyCandidates: (400, errors.QUERYPARAM_BAD_VALUE),
+    ledger.CandidatesTooSlow: (400, errors.QUERYPARAM_BAD_VALUE),
+    ledger.CandidatesBusy: (503, errors.DEFAULT),
+    ledger.ClientGone: (400, errors.DEFAULT),
 }
+
+# Refusals that pass when retried: seconds for the Retry-After header.
+RETRY_AFTER: dict[type[ledger.LedgerError], int] = {ledger.CandidatesBusy: 1}
 
 # The database is shut down, restarting or unreachable: a restart is over in
 # seconds; a client honouring Retry-After comes back after it.
@@ -92,8 +100,11 @@ def refusal(exc: ledger.LedgerError, message: str | None = None,
         answer = next(REFUSALS[kind] for kind in type(exc).__mro__ if kind in REFUSALS)
     metrics.generation_conflict(exc)
     status, code = answer
+    retry_after = RETRY_AFTER.get(type(exc))
     return errors.PlacementError(str(exc) if message is None else message, code=code,
-                                 status=status)
+                                 status=status,
+                                 headers=None if retry_after is None
+                                 else {"Retry-After": str(retry_after)})
 
 
 @contextlib.contextmanager

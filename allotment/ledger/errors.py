@@ -229,6 +229,51 @@ class ConsumerGenerationConflict(LedgerError):
         self.given = given
 
 
+# --- a candidates search over its budget (``candidates.budget``) ----------------
+
+class TooManyCandidates(LedgerError):
+    """The answer would hold more allocation entries than one answer may."""
+
+    def __init__(self, max_entries: int) -> None:
+        super().__init__(
+            f"This request matches more allocation candidates than one answer may hold "
+            f"(more than {max_entries} allocation entries, [allotment] "
+            f"candidates_max_entries). Pass limit=N, or narrow the request: "
+            f"group_policy=isolate, fewer or larger granular groups, required traits, "
+            f"member_of or in_tree.")
+        self.max_entries = max_entries
+
+
+class CandidatesTooSlow(LedgerError):
+    """The search ran out of time."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(
+            f"This request could not be answered within {seconds:g} seconds "
+            f"([allotment] candidates_time_limit). Pass limit=N, or narrow the request: "
+            f"group_policy=isolate, fewer granular groups, required traits, member_of "
+            f"or in_tree.")
+        self.seconds = seconds
+
+
+class CandidatesBusy(LedgerError):
+    """Every large-search slot of the worker is taken."""
+
+    def __init__(self, slots: int) -> None:
+        super().__init__(
+            f"This server is already answering as many large allocation candidates "
+            f"requests as it allows ({slots} per worker process, [allotment] "
+            f"candidates_large_slots). Retry later, or pass a smaller limit.")
+        self.slots = slots
+
+
+class ClientGone(LedgerError):
+    """The client closed its connection: nobody is waiting for the answer."""
+
+    def __init__(self) -> None:
+        super().__init__("The client closed the connection before the answer was ready.")
+
+
 # --- the retry loop ------------------------------------------------------------
 
 class Race(Exception):
