@@ -107,7 +107,7 @@ ALLOTMENT_OPTS = [
                help="Most allocation entries (one provider in one candidate) one answer of "
                     "GET /allocation_candidates may hold; a request that matches more gets "
                     "400 and is told to pass limit or narrow the query. Each entry costs "
-                    "about 1 KiB of the worker's memory while the answer is made."),
+                    "about 0.4 KiB of the worker's memory while the answer is made."),
     cfg.IntOpt("candidates_time_limit", default=20, min=1,
                help="Seconds one candidates search may run; then it gets 400 and is told "
                     "to narrow the query."),

@@ -15,6 +15,7 @@ import uuid
 
 import pytest
 
+from allotment import memory
 from allotment.candidates import budget as budget_module
 from allotment.candidates.budget import Budget, Limits, Slots, bounded_product
 from allotment.ledger import errors
@@ -220,14 +221,14 @@ def test_large_answers_give_their_memory_back(monkeypatch: pytest.MonkeyPatch) -
         done.set()
         return 1
 
-    monkeypatch.setattr(budget_module, "_looked_up", True)
-    monkeypatch.setattr(budget_module, "_malloc_trim", trim)
-    monkeypatch.setattr(budget_module, "_TRIM_DELAY", 0.01)
+    monkeypatch.setattr(memory, "_looked_up", True)
+    monkeypatch.setattr(memory, "_malloc_trim", trim)
+    monkeypatch.setattr(memory, "TRIM_DELAY", 0.01)
     small = Budget(Limits())
     small.spend(100)
     small.close()
     large = Budget(Limits())
-    large.spend(budget_module._TRIM_AFTER_ENTRIES + 1)
+    large.spend(budget_module.TRIM_AFTER_ENTRIES + 1)
     large.close()
     assert done.wait(5)
     assert trims == [0]

@@ -8,7 +8,7 @@ and a few of them take every thread. So every search runs under a
 ``Budget``:
 
 * **entries**: an answer holds at most ``max_entries`` allocation entries
-  (one provider in one candidate; memory grows with them, about 1 KiB each
+  (one provider in one candidate; memory grows with them, about 0.4 KiB each
   while the answer is built and written). Past that the search stops and the
   client is told to narrow the query or pass ``limit``. Upstream's largest
   answers that it can make at all (bug 2126751's 40,320 candidates of 8
@@ -33,8 +33,6 @@ configuration and the WSGI environment.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import logging
 import threading
 import time
@@ -42,6 +40,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
+from allotment import memory
 from allotment.ledger import errors
 
 LOG = logging.getLogger(__name__)
@@ -49,6 +48,10 @@ LOG = logging.getLogger(__name__)
 # Search steps between two looks at the clock (a step is a node of a tree walk
 # or one candidate): a few microseconds of work each, so about every millisecond.
 _STEPS_BETWEEN_CHECKS = 512
+
+# Answers of more entries than this leave enough freed memory behind to be worth
+# giving back (about 8 MiB).
+TRIM_AFTER_ENTRIES = 20_000
 
 T = TypeVar("T")
 
@@ -118,8 +121,8 @@ class Budget:
         if self.holding and self.slots is not None:
             self.holding = False
             self.slots.give_back()
-        if self.entries > _TRIM_AFTER_ENTRIES:
-            release_freed_memory_soon()
+        if self.entries > TRIM_AFTER_ENTRIES:
+            memory.release_freed_soon()
 
     # --- the three questions the engine asks ---------------------------------
 
@@ -177,44 +180,3 @@ def bounded_product(sizes: Iterable[int], cap: int) -> int:
         if product > cap:
             return cap + 1
     return product
-
-
-# Answers of more entries than this leave enough freed memory behind to be worth
-# giving back; a trim costs a few milliseconds on a large heap.
-_TRIM_AFTER_ENTRIES = 20_000
-_TRIM_DELAY = 0.5
-
-_malloc_trim: Callable[[int], int] | None = None
-_looked_up = False
-_trim_pending = threading.Lock()
-
-
-def release_freed_memory_soon() -> None:
-    """Give the memory a large answer used back to the system, once it is freed.
-
-    CPython frees the answer's objects, but glibc keeps the pages in its
-    arenas, so a worker would stay as large as its largest answer made it.
-    The answer (and a refusal's traceback) is still alive while the request
-    ends, so the trim runs a moment later, in a thread of its own (ctypes
-    lets go of the interpreter lock meanwhile).
-    """
-    if _trim_pending.acquire(blocking=False):
-        timer = threading.Timer(_TRIM_DELAY, _trim)
-        timer.daemon = True
-        timer.start()
-
-
-def _trim() -> None:
-    global _malloc_trim, _looked_up
-    try:
-        if not _looked_up:
-            _looked_up = True
-            name = ctypes.util.find_library("c")
-            try:
-                _malloc_trim = ctypes.CDLL(name).malloc_trim if name else None
-            except (OSError, AttributeError):
-                _malloc_trim = None
-        if _malloc_trim is not None:
-            _malloc_trim(0)
-    finally:
-        _trim_pending.release()

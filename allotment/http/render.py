@@ -10,8 +10,13 @@ from typing import Any
 import falcon
 import orjson
 
+from allotment import memory
 from allotment.http.context import Request
 from allotment.ledger.common import utcnow
+
+# An answer this large (a provider list of a large cloud, a big candidates
+# answer) leaves memory worth giving back once it is sent.
+LARGE_BODY = 8 << 20
 
 
 def newest(timestamps: Iterable[datetime.datetime | None]) -> datetime.datetime:
@@ -32,6 +37,8 @@ def json_response(req: Request, resp: falcon.Response, body: Any,
     resp.status = status
     resp.content_type = "application/json"
     resp.data = body if isinstance(body, bytes) else encode(body)
+    if len(resp.data) > LARGE_BODY:
+        memory.release_freed_soon()
     if cache_headers and req.context.version.has("cache_headers"):
         set_cache_headers(resp, last_modified)
 
