@@ -336,7 +336,7 @@ class GroupBinds:
                                   self.tree_root: group.tree_root}
         for i, (class_id, amount) in enumerate(group.resources):
             values[self.resource_class(i)] = class_id
-            values[self.amount(i)] = amount
+            values[self.amount(i)] = capacity.requestable(amount)
         for i, traits in enumerate(group.required):
             values[self.required(i)] = list(traits)
         for i, aggs in enumerate(group.member_of):
@@ -383,7 +383,8 @@ def single_statement(shape: GroupShape, roots: tuple[int, bool], order: str, lim
         inv = _inventory_alias(i)
         conditions.append(exists(inv.c.resource_provider_id == RP.c.id,
                                  inv.c.resource_class_id == integer(SINGLE.resource_class(i)),
-                                 *capacity.room_for(inv, integer(SINGLE.amount(i)))))
+                                 *capacity.room_for(
+                                     inv, capacity.amount_param(SINGLE.amount(i)))))
     statement = sa.select(RP.c.id, RP.c.root_provider_id).where(*conditions)
     if order == "random":
         statement = statement.order_by(sa.func.random())
@@ -542,7 +543,8 @@ def _match_statement(shapes: tuple[GroupShape, ...], sharing: bool, roots: tuple
                 part += 1
                 continue
             conditions = [INV.c.resource_class_id == integer(binds.resource_class(i)),
-                          *capacity.room_for(INV, integer(binds.amount(i))), *filters, gate]
+                          *capacity.room_for(INV, capacity.amount_param(binds.amount(i))),
+                          *filters, gate]
             if shape.tree_root:
                 conditions.append(RP.c.root_provider_id == integer(binds.tree_root))
             selects.append(sa.select(

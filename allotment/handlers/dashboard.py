@@ -40,21 +40,19 @@ _LIMIT = _whole(MAX_PAGE, DEFAULT_PAGE, "How many at most")
 _OFFSET = _whole(MAX_OFFSET, 0, "How many to skip")
 _PAGE_KEYS = {"limit": _LIMIT, "offset": _OFFSET}
 PAGE_QUERY = {"type": "object", "properties": _PAGE_KEYS}
-# Text the database compares: no NUL (PostgreSQL refuses it in a string, a 500).
-_NO_NUL = "^[^\x00]*$"
 
 PROVIDERS_QUERY = {"type": "object", "properties": {
     **_PAGE_KEYS,
-    "q": {"type": "string", "pattern": _NO_NUL,
+    "q": {"type": "string",
           "description": "Keep the trees with a provider whose name contains this "
                          "(any case) or whose uuid it is."},
-    "roots": {"type": "string", "pattern": _NO_NUL,
+    "roots": {"type": "string",
               "description": "Keep the trees of these root provider uuids "
                              "(comma-separated)."},
 }}
 SUMMARY_QUERY = {"type": "object", "properties": {
     "limit": _whole(MAX_RANKING, DEFAULT_RANKING, "How many fullest and emptiest providers"),
-    "resource_class": {"type": "string", "pattern": _NO_NUL,
+    "resource_class": {"type": "string",
                        "description": "Rank by this resource class's inventories only."},
 }}
 NO_QUERY: dict = {"type": "object"}

@@ -14,7 +14,7 @@ import falcon
 from allotment import errors
 from allotment.http import microversion
 from allotment.http.context import Request
-from allotment.http.request import accepts_json
+from allotment.http.request import NUL_REFUSED, accepts_json
 
 REQUEST_ID_ENVIRON = "openstack.request_id"
 IDENTITY_ENVIRON = "allotment.identity"
@@ -50,6 +50,8 @@ class PlacementMiddleware:
         req.context.request_id = env.get(REQUEST_ID_ENVIRON)
         req.context.identity = env.get(IDENTITY_ENVIRON)
         req.context.max_json_depth = limits.max_json_depth
+        if "\x00" in env.get("PATH_INFO", ""):
+            raise errors.BadRequest(f"The request's path {NUL_REFUSED}")
         if len(env.get("QUERY_STRING", "")) > limits.max_query_string_length:
             raise errors.PlacementError(
                 f"The query string is longer than the {limits.max_query_string_length} "

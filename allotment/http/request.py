@@ -105,18 +105,52 @@ def require_json(req: Request) -> None:
         )
 
 
-def _has_lone_surrogate(value: Any) -> bool:
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return True
-        return False
-    if isinstance(value, dict):
-        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_lone_surrogate(item) for item in value)
-    return False
+NUL_REFUSED = "holds a NUL character (\\u0000), which no name or id may contain"
+SURROGATE_REFUSED = ("holds an unpaired surrogate (\\ud800-\\udfff), which is not valid "
+                     "Unicode")
+
+
+def text_fault(text: str) -> str | None:
+    """Why no database can store ``text`` (None when it is storable).
+
+    PostgreSQL refuses NUL in text and every driver refuses lone surrogates;
+    the others would store a NUL, so it is refused everywhere, the same way.
+    """
+    if "\x00" in text:
+        return NUL_REFUSED
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return SURROGATE_REFUSED
+    return None
+
+
+def _first_text_fault(value: Any) -> str | None:
+    """``text_fault`` of the first bad string (key or value) in a JSON document."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            fault = text_fault(item)
+            if fault:
+                return fault
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if number in (float("inf"), float("-inf")):
+        raise ValueError(f"{excerpt(text, 40)} is too large for a number")
+    return number
 
 
 def _nested_deeper_than(value: Any, limit: int) -> bool:
@@ -142,7 +176,10 @@ def json_body(req: Request, schema: Mapping | None = None) -> Any:
     raw = req.bounded_stream.read()
     limit = req.context.max_json_depth
     try:
-        data = json.loads(raw.decode("utf-8"))
+        # NaN and Infinity are no JSON (Python's parser takes them), and a
+        # number too large for a double would become one.
+        data = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant,
+                          parse_float=_finite_float)
     except (ValueError, UnicodeDecodeError) as exc:
         raise errors.BadRequest(f"Malformed JSON: {excerpt(str(exc))}") from None
     except RecursionError:
@@ -150,10 +187,11 @@ def json_body(req: Request, schema: Mapping | None = None) -> Any:
     if data is None and raw.strip() != b"null" or _nested_deeper_than(data, limit):
         raise errors.BadRequest(f"Malformed JSON: arrays and objects nest deeper than "
                                 f"{limit} levels") from None
-    # A lone surrogate can only come as a \u escape; no database can store it.
-    if b"\\u" in raw and _has_lone_surrogate(data):
-        raise errors.BadRequest("Malformed JSON: a string holds an unpaired surrogate "
-                                "(\\ud800-\\udfff) escape, which is not valid Unicode")
+    # NUL and lone surrogates can only come as \u escapes.
+    if b"\\u" in raw:
+        fault = _first_text_fault(data)
+        if fault:
+            raise errors.BadRequest(f"Malformed JSON: a string {fault}")
     if schema is not None:
         validate(data, schema)
     return data
@@ -193,6 +231,13 @@ class Query:
             raise errors.BadRequest(f"Invalid query string parameters: {exc}") from None
         except ValueError as exc:
             raise errors.BadRequest(f"Invalid query string: {exc}") from None
+        if "%00" in query_string:
+            for pair in self.pairs:
+                for text in pair:
+                    if "\x00" in text:
+                        raise errors.BadRequest(
+                            f"Invalid query string parameters: {excerpt(pair[0], 40)!r} "
+                            f"{NUL_REFUSED}")
         self.multi: dict[str, list[str]] = {}
         for key, value in self.pairs:
             self.multi.setdefault(key, []).append(value)

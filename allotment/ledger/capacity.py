@@ -14,6 +14,15 @@ whole number ``n``, ``n <= int(c)`` exactly when ``n <= c`` for ``c >= 0``,
 and for ``c < 0`` both are false for every ``n >= 0``; the SQL therefore
 compares with the untruncated product, which every backend computes in
 double precision as Python does.
+
+Every derived quantity must stay in range on all three databases and in the
+JSON we write (64-bit integers), so a capacity is bounded by ``MAX_CAPACITY``
+(2**53 - 1, the largest whole number a double holds exactly, so the SQL's
+double-precision comparison and Python's agree). A write that would make a
+larger one is refused (``fits_in_range``); a larger one written behind our
+back (upstream accepts ratios up to 3.4e38, and NaN on PostgreSQL) is read
+as the bound, or as nothing for NaN, so that no stored value breaks a read.
+An amount asked for above the bound fits nowhere (``requestable``).
 """
 
 from __future__ import annotations
@@ -24,10 +33,51 @@ import sqlalchemy as sa
 
 from allotment.db import tables as t
 
+# The largest integer upstream's integer columns hold (a signed 32-bit integer):
+# totals, reserved, units, and one allocation's amount.
+MAX_INT = 2**31 - 1
+# The largest capacity an inventory may have (see the module's docstring).
+MAX_CAPACITY = 2**53 - 1
+# The largest allocation_ratio upstream's schema takes (a single-precision float).
+MAX_RATIO = 3.40282e+38
+
 
 def capacity(total: int, reserved: int, allocation_ratio: float) -> int:
     """The most that can be allocated from an inventory record in all."""
-    return int((total - reserved) * allocation_ratio)
+    product = (total - reserved) * allocation_ratio
+    if -MAX_CAPACITY <= product <= MAX_CAPACITY:
+        return int(product)
+    if product != product:  # NaN, stored by another writer
+        return 0
+    return MAX_CAPACITY if product > 0 else -MAX_CAPACITY
+
+
+def shown_ratio(allocation_ratio: float) -> float:
+    """A stored ratio as the API shows it: JSON has no NaN or infinity, so one
+    stored behind our back is shown as 0.0 (NaN: nothing fits, as ``capacity``
+    reads it) or as the largest ratio a client may write."""
+    if -MAX_RATIO <= allocation_ratio <= MAX_RATIO:
+        return float(allocation_ratio)
+    if allocation_ratio != allocation_ratio:
+        return 0.0
+    return MAX_RATIO if allocation_ratio > 0 else -MAX_RATIO
+
+
+def fits_in_range(total: int, reserved: int, allocation_ratio: float) -> bool:
+    """A record with these values has a capacity within ``MAX_CAPACITY``."""
+    return abs((total - reserved) * allocation_ratio) <= MAX_CAPACITY
+
+
+def amount_param(name: str) -> sa.BindParameter[int]:
+    """A bound parameter for an amount a query compares (``requestable`` values
+    pass 32 bits: PostgreSQL must not take it for an ``integer``)."""
+    return sa.bindparam(name, type_=sa.BigInteger)
+
+
+def requestable(amount: int) -> int:
+    """``amount`` as a query may compare it: above every capacity, it is kept
+    at ``MAX_CAPACITY + 1`` (which fits nowhere and every backend binds)."""
+    return min(amount, MAX_CAPACITY + 1)
 
 
 def amount_allowed(amount: int, min_unit: int, max_unit: int, step_size: int) -> bool:
@@ -55,8 +105,10 @@ def usage(inventory: Any) -> sa.ScalarSelect[Any]:
 def room_for(inventory: Any, amount: Any) -> list[sa.ColumnElement[bool]]:
     """Conditions: the inventory row can take one more allocation of ``amount``.
 
-    ``amount`` is an integer or a bound parameter.
+    ``amount`` is an integer or a bound parameter (of ``amount_param``).
     """
+    if isinstance(amount, int):
+        amount = sa.literal(requestable(amount), sa.BigInteger)
     return [
         usage(inventory) + amount
         <= (inventory.c.total - inventory.c.reserved) * inventory.c.allocation_ratio,

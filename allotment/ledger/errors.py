@@ -99,6 +99,20 @@ class InvalidCapacity(LedgerError):
         self.resource_class = resource_class
 
 
+class CapacityOutOfRange(InvalidCapacity):
+    """An inventory record whose capacity is larger than the service can count."""
+
+    def __init__(self, provider_uuid: str, resource_class: str, product: float,
+                 bound: int) -> None:
+        LedgerError.__init__(
+            self, f"Invalid inventory for '{resource_class}' on resource provider "
+            f"'{provider_uuid}'. Its capacity, (total - reserved) x allocation_ratio = "
+            f"{product:.6g}, is larger than {bound}, the most this service can count: "
+            "lower allocation_ratio.")
+        self.provider_uuid = provider_uuid
+        self.resource_class = resource_class
+
+
 class InvalidNewProvider(LedgerError):
     """A new provider without a name, or whose parent is itself or does not exist."""
 

@@ -25,6 +25,7 @@ from allotment.db import tables as t
 from allotment.ledger import capacity, providers
 from allotment.ledger.common import class_ids, class_names, utcnow
 from allotment.ledger.errors import (
+    CapacityOutOfRange,
     InvalidCapacity,
     InventoryExists,
     InventoryInUse,
@@ -34,8 +35,7 @@ from allotment.ledger.errors import (
 )
 from allotment.ledger.providers import Provider
 
-# The largest integer upstream's columns hold (a signed 32-bit integer).
-MAX_INT = 2147483647
+MAX_INT = capacity.MAX_INT
 
 LOG = logging.getLogger(__name__)
 
@@ -86,10 +86,15 @@ def from_request(resource_class: str, data: Any) -> Inventory:
 
 def check_capacity(provider_uuid: str, inventories: list[Inventory],
                    reserved_may_equal_total: bool) -> None:
-    """Refuse records whose capacity is negative (or zero, before 1.26)."""
+    """Refuse records whose capacity is negative (or zero, before 1.26), or
+    larger than ``capacity.MAX_CAPACITY``."""
     for inv in inventories:
         if not isinstance(inv.total, int):
             continue  # A record under a non-class key: refused as an unknown class.
+        if not capacity.fits_in_range(inv.total, inv.reserved, inv.allocation_ratio):
+            raise CapacityOutOfRange(provider_uuid, inv.resource_class,
+                                     (inv.total - inv.reserved) * inv.allocation_ratio,
+                                     capacity.MAX_CAPACITY)
         if inv.capacity < 0 or (inv.capacity == 0 and not reserved_may_equal_total):
             raise InvalidCapacity(provider_uuid, inv.resource_class, reserved_may_equal_total)
 
@@ -121,7 +126,8 @@ def get_inventories(conn: sa.Connection, provider_id: int) -> list[Inventory]:
         .order_by(inv.c.resource_class_id)).all()
     names = class_names(conn, {row.resource_class_id for row in rows})
     return [Inventory(resource_class=names[row.resource_class_id],
-                      **{name: row._mapping[name] for name in FIELDS},
+                      **{name: row._mapping[name] for name in FIELDS[:-1]},
+                      allocation_ratio=capacity.shown_ratio(row.allocation_ratio),
                       created_at=row.created_at, updated_at=row.updated_at)
             for row in rows]
 

@@ -183,8 +183,8 @@ def _add_linked(conn: sa.Connection, nodes: dict[int, dict[str, Any]], key: str,
 
 def _inventory(row: Any) -> dict[str, Any]:
     return {"total": row.total, "reserved": row.reserved,
-            "allocation_ratio": float(row.allocation_ratio), "min_unit": row.min_unit,
-            "max_unit": row.max_unit, "step_size": row.step_size,
+            "allocation_ratio": capacity.shown_ratio(row.allocation_ratio),
+            "min_unit": row.min_unit, "max_unit": row.max_unit, "step_size": row.step_size,
             "capacity": capacity.capacity(row.total, row.reserved, row.allocation_ratio),
             "used": int(row.used)}
 

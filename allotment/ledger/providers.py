@@ -313,7 +313,7 @@ def list_providers(conn: sa.Connection, q: ProviderQuery) -> list[Provider]:
             inv = t.inventories.alias()
             fits = (sa.select(inv.c.resource_provider_id)
                     .where(inv.c.resource_class_id == rc_map[name],
-                           *capacity.room_for(inv, amount)))
+                           *capacity.room_for(inv, capacity.requestable(amount))))
             sel = sel.where(_rp.c.id.in_(fits))
     sel = sel.order_by(_rp.c.id)
     return [_to_provider(row) for row in conn.execute(sel)]

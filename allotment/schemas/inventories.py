@@ -1,10 +1,10 @@
 """JSON Schemas for inventory bodies (one record, a POSTed record, a full set)."""
 
-from allotment.ledger.inventories import MAX_INT
+from allotment.ledger.capacity import MAX_INT, MAX_RATIO
 from allotment.schemas.common import RC_PATTERN
 
-# Upstream's column bounds: a signed 32-bit integer (MAX_INT) and a single-precision float.
-MAX_FLOAT = 3.40282e+38
+# Upstream's column bounds: a signed 32-bit integer (MAX_INT) and a single-precision
+# float (MAX_RATIO); ledger.inventories.check_capacity bounds what they make.
 
 
 def _bounded_int(minimum: int) -> dict:
@@ -18,7 +18,7 @@ _FIELDS = {
     "min_unit": _bounded_int(1),
     "max_unit": _bounded_int(1),
     "step_size": _bounded_int(1),
-    "allocation_ratio": {"type": "number", "maximum": MAX_FLOAT},
+    "allocation_ratio": {"type": "number", "maximum": MAX_RATIO},
 }
 
 # PUT /resource_providers/{uuid}/inventories/{resource_class}
