@@ -7,6 +7,7 @@ the reads that would use the value still answer.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import uuid
 from typing import Any
@@ -277,3 +278,36 @@ def test_huge_generations_are_refused_or_conflict(client, database, generation) 
         assert resp.json()["errors"][0]["status"] == resp.status
     assert _fingerprint(database) == before
     _reads_answer(client, rp)
+
+
+def test_cloud_wide_totals_of_the_largest_capacities_stay_in_range(database) -> None:
+    """Each capacity within the bound, but 1,100 of them add up past 2**63 (what
+    orjson can write): the dashboard's totals saturate instead of answering 500."""
+    from allotment.wsgi import make_app
+    from tests.conftest import make_conf
+
+    dash = PlacementClient(make_app(make_conf(database.url, allotment__dashboard=True),
+                                    db=database.db, prepare=False))
+    rp = _provider_with_vcpu(dash)
+    now = datetime.datetime(2026, 12, 3)
+    with database.engine.begin() as conn:
+        vcpu = conn.execute(sa.select(t.resource_classes.c.id)
+                            .where(t.resource_classes.c.name == "VCPU")).scalar_one()
+        conn.execute(t.resource_providers.insert(), [
+            {"uuid": str(uuid.uuid4()), "name": f"big-{i}", "generation": 0}
+            for i in range(1100)])
+        conn.execute(t.resource_providers.update()
+                     .where(t.resource_providers.c.root_provider_id.is_(None))
+                     .values(root_provider_id=t.resource_providers.c.id))
+        ids = conn.execute(sa.select(t.resource_providers.c.id)
+                           .where(t.resource_providers.c.name.like("big-%"))).scalars().all()
+        conn.execute(t.inventories.insert(), [
+            {"resource_provider_id": provider, "resource_class_id": vcpu,
+             "total": capacity.MAX_INT, "reserved": 0, "min_unit": 1,
+             "max_unit": capacity.MAX_INT, "step_size": 1, "allocation_ratio": 4194304.0,
+             "created_at": now} for provider in ids])
+    resp = dash.get("/dashboard/api/summary")
+    assert resp.status == 200, resp
+    totals = resp.json()["totals"]["VCPU"]
+    assert totals["capacity"] == capacity.MAX_TOTAL
+    _reads_answer(dash, rp)

@@ -38,6 +38,9 @@ from allotment.db import tables as t
 MAX_INT = 2**31 - 1
 # The largest capacity an inventory may have (see the module's docstring).
 MAX_CAPACITY = 2**53 - 1
+# Sums of capacities (cloud-wide totals) saturate here: a signed 64-bit integer,
+# the most a JSON writer (orjson) or a database integer holds.
+MAX_TOTAL = 2**63 - 1
 # The largest allocation_ratio upstream's schema takes (a single-precision float).
 MAX_RATIO = 3.40282e+38
 

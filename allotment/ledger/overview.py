@@ -209,8 +209,8 @@ def summary(conn: sa.Connection, rank_limit: int,
             "total": 0, "reserved": 0, "capacity": 0, "used": 0, "providers": 0})
         entry["total"] += row.total
         entry["reserved"] += row.reserved
-        entry["capacity"] += held
-        entry["used"] += used
+        entry["capacity"] = min(entry["capacity"] + held, capacity.MAX_TOTAL)
+        entry["used"] = min(entry["used"] + used, capacity.MAX_TOTAL)
         entry["providers"] += 1
         if held <= 0 or (resource_class is not None and row.resource_class != resource_class):
             continue
