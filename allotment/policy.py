@@ -26,15 +26,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from oslo_config import cfg
 from oslo_policy import policy as oslo_policy
 
 from allotment import errors
-
-if TYPE_CHECKING:
-    from allotment.auth import Identity
+from allotment.http.environ import Identity
 
 LOG = logging.getLogger(__name__)
 

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import falcon
 
+from allotment.http.environ import Identity
 from allotment.http.microversion import Version
-
-if TYPE_CHECKING:  # auth imports the HTTP layer's environ keys
-    from allotment.auth import Identity
 
 
 class RequestContext:

@@ -14,10 +14,8 @@ import falcon
 from allotment import errors
 from allotment.http import microversion
 from allotment.http.context import Request
+from allotment.http.environ import IDENTITY_ENVIRON, REQUEST_ID_ENVIRON
 from allotment.http.request import NUL_REFUSED, accepts_json
-
-REQUEST_ID_ENVIRON = "openstack.request_id"
-IDENTITY_ENVIRON = "allotment.identity"
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 import webob.exc
 from oslo_context import context as oslo_context
 
-from allotment.http.middleware import IDENTITY_ENVIRON, REQUEST_ID_ENVIRON
+from allotment.http.environ import IDENTITY_ENVIRON, REQUEST_ID_ENVIRON
 
 LOG = logging.getLogger(__name__)
 

@@ -39,8 +39,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import QueuePool
 
 from allotment import errors
-from allotment.auth import REQUEST_ID_ENVIRON
 from allotment.db.engine import Database
+from allotment.http.environ import REQUEST_ID_ENVIRON
 from allotment.ledger import capacity
 from allotment.metrics import REFUSAL_CODE_ENVIRON, Metrics, enable
 
