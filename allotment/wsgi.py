@@ -86,7 +86,10 @@ def build_falcon_app(services: Services) -> falcon.App:
     # Bodiless answers (201 before 1.20, 204) carry no content-type, as upstream.
     app.resp_options.default_media_type = None  # type: ignore[assignment]
     for template, resource in ROUTES:
-        app.add_route(template, resource(services))
+        # The OpenAPI document describes the table it is one line of.
+        handler = (openapi.OpenAPIDocument(services, ROUTES)
+                   if resource is openapi.OpenAPIDocument else resource(services))
+        app.add_route(template, handler)
     app.add_error_handler(Exception, handle_exception)
     app.add_error_handler(falcon.HTTPError, handle_exception)
     return app
