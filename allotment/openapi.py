@@ -30,11 +30,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from allotment.handlers import dashboard
+from allotment import policy
 from allotment.http.microversion import GATES, MAX_VERSION, MIN_VERSION, Version
 from allotment.schemas import (
     aggregates,
     allocations,
+    dashboard,
     inventories,
     providers,
     reshaper,
@@ -239,23 +240,23 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("/dashboard/api/providers", "GET"): _dashboard(
         "provider trees, a page at a time, each provider with its inventories (capacity, "
         "used), traits, aggregates and first children", r.DASHBOARD_PROVIDERS,
-        dashboard.Providers.rule, query=dashboard.PROVIDERS_QUERY),
+        policy.DASHBOARD_PROVIDERS, query=dashboard.PROVIDERS_QUERY),
     ("/dashboard/api/providers/{uuid}/children", "GET"): _dashboard(
         "a provider's children, a page at a time, each with its descendants",
-        r.DASHBOARD_CHILDREN, dashboard.ProviderChildren.rule, query=dashboard.PAGE_QUERY,
+        r.DASHBOARD_CHILDREN, policy.DASHBOARD_PROVIDERS, query=dashboard.PAGE_QUERY,
         path_params=_UUID_PARAM),
     ("/dashboard/api/summary", "GET"): _dashboard(
         "counts, totals per resource class, the fullest and emptiest providers",
-        r.DASHBOARD_SUMMARY, dashboard.Summary.rule, query=dashboard.SUMMARY_QUERY),
+        r.DASHBOARD_SUMMARY, policy.DASHBOARD_USAGES, query=dashboard.SUMMARY_QUERY),
     ("/dashboard/api/projects", "GET"): _dashboard(
         "usage per project, a page of projects at a time", r.DASHBOARD_PROJECTS,
-        dashboard.Projects.rule, query=dashboard.PAGE_QUERY),
+        policy.DASHBOARD_USAGES, query=dashboard.PAGE_QUERY),
     ("/dashboard/api/consumer_types", "GET"): _dashboard(
         "the whole cloud's usage per consumer type", r.DASHBOARD_CONSUMER_TYPES,
-        dashboard.ConsumerTypes.rule),
+        policy.DASHBOARD_USAGES),
     ("/dashboard/api/consumers/{consumer_uuid}", "GET"): _dashboard(
         "one consumer's allocations, per provider with names (none: empty allocations)",
-        r.DASHBOARD_CONSUMER, dashboard.Consumer.rule, path_params=_CONSUMER_PARAM),
+        r.DASHBOARD_CONSUMER, policy.DASHBOARD_USAGES, path_params=_CONSUMER_PARAM),
 }
 
 # Answers any operation may give: a malformed microversion (400), one out of

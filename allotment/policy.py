@@ -55,6 +55,9 @@ ADMIN_OR_PROJECT_READER_OR_SERVICE = "rule:admin_or_project_reader_or_service_ap
 # Ours, not upstream's: the dashboard's read-only, cloud-wide views. A reader
 # (of any project) may look; nothing it guards writes.
 ADMIN_OR_READER = "role:admin or role:reader"
+# Their names: the dashboard's handlers check them and its OpenAPI entries name them.
+DASHBOARD_PROVIDERS = "allotment:dashboard:providers"
+DASHBOARD_USAGES = "allotment:dashboard:usages"
 
 BASE_RULES: list[oslo_policy.RuleDefault] = [
     oslo_policy.RuleDefault(
@@ -169,11 +172,11 @@ API_RULES: list[ApiRule] = [
     ApiRule("placement:reshaper:reshape", SERVICE,
             "Reshape Inventory and Allocations.", (("POST", "/reshaper"),)),
     # The dashboard's data (allotment's own, off unless [allotment] dashboard).
-    ApiRule("allotment:dashboard:providers", ADMIN_OR_READER,
+    ApiRule(DASHBOARD_PROVIDERS, ADMIN_OR_READER,
             "Dashboard: provider trees with inventories, usage, traits and aggregates.",
             (("GET", "/dashboard/api/providers"),
              ("GET", "/dashboard/api/providers/{uuid}/children"))),
-    ApiRule("allotment:dashboard:usages", ADMIN_OR_READER,
+    ApiRule(DASHBOARD_USAGES, ADMIN_OR_READER,
             "Dashboard: cloud-wide totals, fullest and emptiest providers, usage per "
             "project and consumer type, a consumer's allocations.",
             (("GET", "/dashboard/api/summary"), ("GET", "/dashboard/api/projects"),

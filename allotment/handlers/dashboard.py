@@ -14,48 +14,23 @@ import abc
 
 import falcon
 
-from allotment import errors
+from allotment import errors, policy
 from allotment.handlers.base import Resource
 from allotment.http import render
 from allotment.http.context import Request
 from allotment.http.request import Query, query, validate_query
 from allotment.ledger import overview
-
-DEFAULT_PAGE = 50
-MAX_PAGE = 500
-DEFAULT_RANKING = 10
-MAX_RANKING = 100
-MAX_OFFSET = 10**9
-
-
-def _whole(most: int, default: int, what: str) -> dict:
-    return {"type": "string", "pattern": "^[0-9]+$",
-            "description": f"{what}: a whole number up to {most} (default {default})."}
-
-
-# The query strings, as JSON Schemas (the last value of each key): each handler
-# validates with its own, and the OpenAPI document (``allotment.openapi``)
-# lists them. Other keys are ignored. The upper bounds are checked by ``_number``.
-_LIMIT = _whole(MAX_PAGE, DEFAULT_PAGE, "How many at most")
-_OFFSET = _whole(MAX_OFFSET, 0, "How many to skip")
-_PAGE_KEYS = {"limit": _LIMIT, "offset": _OFFSET}
-PAGE_QUERY = {"type": "object", "properties": _PAGE_KEYS}
-
-PROVIDERS_QUERY = {"type": "object", "properties": {
-    **_PAGE_KEYS,
-    "q": {"type": "string",
-          "description": "Keep the trees with a provider whose name contains this "
-                         "(any case) or whose uuid it is."},
-    "roots": {"type": "string",
-              "description": "Keep the trees of these root provider uuids "
-                             "(comma-separated)."},
-}}
-SUMMARY_QUERY = {"type": "object", "properties": {
-    "limit": _whole(MAX_RANKING, DEFAULT_RANKING, "How many fullest and emptiest providers"),
-    "resource_class": {"type": "string",
-                       "description": "Rank by this resource class's inventories only."},
-}}
-NO_QUERY: dict = {"type": "object"}
+from allotment.schemas.dashboard import (
+    DEFAULT_PAGE,
+    DEFAULT_RANKING,
+    MAX_OFFSET,
+    MAX_PAGE,
+    MAX_RANKING,
+    NO_QUERY,
+    PAGE_QUERY,
+    PROVIDERS_QUERY,
+    SUMMARY_QUERY,
+)
 
 
 def _number(q: Query, name: str, default: int, most: int) -> int:
@@ -78,7 +53,8 @@ class DashboardResource(Resource, abc.ABC):
     """A GET that exists only with the dashboard on, checks ``rule``, answers ``read``."""
 
     rule = ""
-    # The query string's schema (see PAGE_QUERY), checked before ``read``.
+    # The query string's schema (``allotment.schemas.dashboard``), checked before ``read``;
+    # the upper bounds it leaves open are ``_number``'s.
     query_schema: dict = NO_QUERY
 
     def on_get(self, req: Request, resp: falcon.Response, **params: str) -> None:
@@ -102,7 +78,7 @@ class Providers(DashboardResource):
     """Provider trees, a page at a time: ``limit``, ``offset``, ``q`` (name part or
     uuid), ``roots`` (comma-separated root uuids)."""
 
-    rule = "allotment:dashboard:providers"
+    rule = policy.DASHBOARD_PROVIDERS
     query_schema = PROVIDERS_QUERY
 
     def read(self, q: Query, **params: str) -> dict:
@@ -120,7 +96,7 @@ class ProviderChildren(DashboardResource):
     """A provider's children, a page at a time (``limit``, ``offset``): the rest of a
     tree too wide to come whole with its root."""
 
-    rule = "allotment:dashboard:providers"
+    rule = policy.DASHBOARD_PROVIDERS
     query_schema = PAGE_QUERY
 
     def read(self, q: Query, **params: str) -> dict:
@@ -135,7 +111,7 @@ class Summary(DashboardResource):
     """Counts, totals per class, the ``limit`` fullest and emptiest providers (of
     ``resource_class`` only, when given)."""
 
-    rule = "allotment:dashboard:usages"
+    rule = policy.DASHBOARD_USAGES
     query_schema = SUMMARY_QUERY
 
     def read(self, q: Query, **params: str) -> dict:
@@ -147,7 +123,7 @@ class Summary(DashboardResource):
 class Projects(DashboardResource):
     """Usage per project, a page of projects at a time (``limit``, ``offset``)."""
 
-    rule = "allotment:dashboard:usages"
+    rule = policy.DASHBOARD_USAGES
     query_schema = PAGE_QUERY
 
     def read(self, q: Query, **params: str) -> dict:
@@ -161,7 +137,7 @@ class Projects(DashboardResource):
 class ConsumerTypes(DashboardResource):
     """The whole cloud's usage per consumer type."""
 
-    rule = "allotment:dashboard:usages"
+    rule = policy.DASHBOARD_USAGES
 
     def read(self, q: Query, **params: str) -> dict:
         with self.db.read() as conn:
@@ -171,7 +147,7 @@ class ConsumerTypes(DashboardResource):
 class Consumer(DashboardResource):
     """One consumer's allocations, per provider with names (empty when it holds none)."""
 
-    rule = "allotment:dashboard:usages"
+    rule = policy.DASHBOARD_USAGES
 
     def read(self, q: Query, **params: str) -> dict:
         consumer_uuid = params["consumer_uuid"].strip().lower()
