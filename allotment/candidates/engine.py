@@ -10,7 +10,8 @@ Two paths, chosen per request from the layout ``query.resolve`` reports:
   ``search`` combines the groups tree by tree with a lazy generator, so
   ``limit`` (and ``max_allocation_candidates``) stop the work early.
 
-Each query is timed and counted by the path it took (``metrics.candidates_found``):
+Each query is timed and reported by the path it took (``SearchObserver``, which
+the service wires to its metrics):
 ``none`` (a group that can match nothing), ``single`` / ``single_random``, and
 ``spread_depth_first`` / ``spread_breadth_first`` (how ``search.generate`` walks
 the trees).
@@ -43,7 +44,6 @@ from typing import NamedTuple, Protocol
 
 import sqlalchemy as sa
 
-from allotment import metrics
 from allotment.candidates import query, search
 from allotment.candidates.budget import Budget, bounded_product
 from allotment.candidates.model import ReadModel
@@ -75,20 +75,31 @@ class Result:
     uuids: dict[int, str] = field(default_factory=dict)
 
 
+class SearchObserver(Protocol):
+    """Who hears of each search (the service's metrics)."""
+
+    def candidates_found(self, path: str, count: int, seconds: float) -> None:
+        """A search took ``path`` (see ``_find``), found ``count`` candidates in
+        ``seconds``."""
+
+
 def answer(db: Database, model: ReadModel | None, request: CandidateRequest,
-           settings: Settings, budget: Budget | None = None) -> Result:
+           settings: Settings, budget: Budget | None = None,
+           observer: SearchObserver | None = None) -> Result:
     """``find`` on the read model when there is one, else on the tables."""
     if model is None:
         with db.read() as conn:
-            return find(DatabaseSource(conn), request, settings, budget=budget)
+            return find(DatabaseSource(conn), request, settings, budget=budget,
+                        observer=observer)
     with model.held() as hold:
         return find(ModelSource(hold.state), request, settings, budget=budget,
-                    release=hold.release)
+                    release=hold.release, observer=observer)
 
 
 def find(source: Source | sa.Connection, request: CandidateRequest, settings: Settings,
          rng: random.Random | None = None, budget: Budget | None = None,
-         release: Callable[[], None] | None = None) -> Result:
+         release: Callable[[], None] | None = None,
+         observer: SearchObserver | None = None) -> Result:
     """The allocation candidates for ``request`` (unknown names raise).
 
     ``source`` may be a connection: the tables are then read in its transaction.
@@ -96,13 +107,16 @@ def find(source: Source | sa.Connection, request: CandidateRequest, settings: Se
     without one it is unbounded. ``release``, when given, lets go of the
     source: a large search calls it once it has copied what it needs, and
     walks its trees without holding the read model (other requests go on).
+    ``observer``, when given, hears of the search once it is done.
     """
     if isinstance(source, sa.Connection):
         source = DatabaseSource(source)
     started = time.perf_counter()
     path, result = _find(source, request, settings, rng, budget or Budget.unlimited(),
                          release)
-    metrics.candidates_found(path, len(result.candidates), time.perf_counter() - started)
+    if observer is not None:
+        observer.candidates_found(path, len(result.candidates),
+                                  time.perf_counter() - started)
     return result
 
 

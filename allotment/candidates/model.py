@@ -35,10 +35,10 @@ from collections.abc import Callable, Iterator
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import sqlalchemy as sa
 
-from allotment import metrics
 from allotment.candidates.feed import Changes, Feed, Kind, Position, Rebuild
 from allotment.candidates.sql import chunks
 from allotment.db import tables as t
@@ -374,12 +374,25 @@ class Hold:
             let_go()
 
 
+class ReadModelObserver(Protocol):
+    """Who hears of the model's loads and changes read (the service's metrics)."""
+
+    def read_model_loaded(self, cause: str) -> None:
+        """A full load: 'start' (first request), 'log' (the change log could not
+        answer) or 'drift' (a check found a difference)."""
+
+    def read_model_changes(self, count: int) -> None:
+        """``count`` change-log references read and applied."""
+
+
 class ReadModel:
     """One database's read model for the threads of one worker."""
 
     def __init__(self, db: Database, retention: float = 3600.0,
-                 check_interval: float = 600.0, trim_interval: float = 60.0) -> None:
+                 check_interval: float = 600.0, trim_interval: float = 60.0,
+                 observer: ReadModelObserver | None = None) -> None:
         self.db = db
+        self.observer = observer
         self.feed = Feed(db.engine.dialect.name, retention)
         self.check_interval = check_interval
         self.trim_interval = trim_interval
@@ -446,14 +459,16 @@ class ReadModel:
         except Rebuild as why:
             return self._rebuild(conn, str(why), "log")
         if changes:
-            metrics.read_model_changes(sum(len(refs) for refs in changes.values()))
+            if self.observer is not None:
+                self.observer.read_model_changes(sum(len(refs) for refs in changes.values()))
             self._state.apply(conn, changes)
         self._position = position
         return self._state
 
     def _rebuild(self, conn: sa.Connection, why: str, cause: str) -> State:
         started = time.perf_counter()
-        metrics.read_model_loaded(cause)
+        if self.observer is not None:
+            self.observer.read_model_loaded(cause)
         self._position = self.feed.start(conn)
         self._state = load(conn)
         self._checked_at = time.monotonic()
@@ -507,7 +522,8 @@ class ReadModel:
                 LOG.debug("Read model checked against the database: no drift")
                 return True
             self.drifts += 1
-            metrics.read_model_loaded("drift")
+            if self.observer is not None:
+                self.observer.read_model_loaded("drift")
             LOG.warning("Read model drifted from the database (%d differences; replaced by a "
                         "full load): %s", len(drift), "; ".join(drift[:5]))
             # The next request brings the load up to date from where it began.

@@ -13,7 +13,7 @@ from allotment.http import render
 from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.request import json_body, require_json
-from allotment.ledger import aggregates, providers, retry
+from allotment.ledger import aggregates, providers
 from allotment.ledger.errors import ProviderGenerationConflict
 from allotment.schemas import aggregates as schemas
 
@@ -47,6 +47,6 @@ class ProviderAggregates(Resource):
         uuids = data["aggregates"] if with_generation else data
         given = data["resource_provider_generation"] if with_generation else None
         with explain({ProviderGenerationConflict: lambda e: GENERATION_CHANGED}):
-            generation = retry.run_write(self.db, lambda conn: aggregates.replace(
+            generation = self.run_write(lambda conn: aggregates.replace(
                 conn, uuid, uuids, given))
         _send(req, resp, generation, uuids)

@@ -279,7 +279,8 @@ class AllocationCandidates(Resource):
                                                       f"parameter: {e}"}), \
                 self.services.candidate_budget(client_gone(req)) as budget:
             result = engine.answer(self.db, self.services.read_model, request,
-                                   settings_from_conf(self.conf), budget)
+                                   settings_from_conf(self.conf), budget,
+                                   observer=self.services.counters)
             body = render_json(version, request, result)
             del result  # the memory a large answer took is soon given back (budget.close)
         render.json_response(req, resp, body)

@@ -17,7 +17,7 @@ from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.microversion import Version
 from allotment.http.request import is_uuid_like, json_body, require_json
-from allotment.ledger import allocations, retry
+from allotment.ledger import allocations
 from allotment.ledger.consumers import UNKNOWN_TYPE
 from allotment.ledger.errors import RetriesExhausted, UnknownResourceClass
 from allotment.ledger.providers import normalize_uuid
@@ -89,8 +89,8 @@ class Allocations(Resource):
                   for uuid, entry in data.items()]
         with explain({UnknownResourceClass: lambda e: f"Unable to allocate inventory {e}",
                       RetriesExhausted: lambda e: RACE_PREFIX + str(e)}):
-            retry.run_write(self.db, lambda conn: allocations.write(conn, claims),
-                            self.conf.placement.allocation_conflict_retry_count)
+            self.run_write(lambda conn: allocations.write(conn, claims),
+                           self.conf.placement.allocation_conflict_retry_count)
         render.no_content(resp)
 
 
@@ -115,13 +115,13 @@ class ConsumerAllocations(Resource):
         with explain({UnknownResourceClass: lambda e: "Unable to allocate inventory for "
                                                       f"consumer {consumer_uuid}: {e}",
                       RetriesExhausted: lambda e: RACE_PREFIX + str(e)}):
-            retry.run_write(self.db, lambda conn: allocations.write(conn, [claim]),
-                            self.conf.placement.allocation_conflict_retry_count)
+            self.run_write(lambda conn: allocations.write(conn, [claim]),
+                           self.conf.placement.allocation_conflict_retry_count)
         render.no_content(resp)
 
     def on_delete(self, req: Request, resp: falcon.Response,
                   consumer_uuid: str) -> None:
         self.authorize(req, "placement:allocations:delete")
-        retry.run_write(self.db, lambda conn: allocations.delete_for_consumer(
+        self.run_write(lambda conn: allocations.delete_for_consumer(
             conn, consumer_uuid), self.conf.placement.allocation_conflict_retry_count)
         render.no_content(resp)

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import falcon
+from sqlalchemy import Connection
 
 from allotment import errors
 from allotment.http.context import Request
 from allotment.http.microversion import Version
 from allotment.http.request import validate
-from allotment.ledger import providers
+from allotment.ledger import providers, retry
 from allotment.services import Services
+
+T = TypeVar("T")
 
 # How upstream words a stale provider generation for traits and aggregates.
 GENERATION_CHANGED = ("Resource provider's generation already changed. Please update the "
@@ -45,6 +48,11 @@ class Resource:
     def on_options(self, req: Request, resp: falcon.Response, **_params) -> None:
         # Upstream answers OPTIONS (outside CORS preflight) as a wrong method.
         raise falcon.HTTPMethodNotAllowed(self.allowed_methods())
+
+    def run_write(self, work: Callable[[Connection], T],
+                  retries: int = retry.WRITE_RETRIES) -> T:
+        """``retry.run_write`` on the app's database, its lost races counted."""
+        return retry.run_write(self.db, work, retries, observer=self.services.counters)
 
     def authorize(self, req: Request, rule: str,
                   target: dict[str, Any] | None = None) -> None:

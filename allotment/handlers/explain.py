@@ -70,7 +70,8 @@ class ExplainAllocationCandidates(Resource):
                                                             f"resources parameter: {e}"}), \
                 self.services.candidate_budget(client_gone(req)) as budget, \
                 self.db.read() as conn:
-            result = engine.find(conn, request, settings, budget=budget)
+            result = engine.find(conn, request, settings, budget=budget,
+                                 observer=self.services.counters)
             explanation = diagnosis.explain(conn, request, result, settings, sample_limit)
         body = render_body(version, request, result)
         body["explanation"] = explanation.as_dict()

@@ -16,7 +16,7 @@ from allotment.http import render
 from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.request import json_body, require_json
-from allotment.ledger import inventories, providers, retry
+from allotment.ledger import inventories, providers
 from allotment.ledger.errors import (
     InvalidCapacity,
     InventoryInUse,
@@ -85,7 +85,7 @@ class ProviderInventories(Resource):
         prefix = f"Unable to create inventory for resource provider {uuid}: "
         with explain({InvalidCapacity: lambda e: prefix + str(e),
                       UnknownResourceClass: lambda e: prefix + str(e)}):
-            generation = retry.run_write(self.db, lambda conn: inventories.create(
+            generation = self.run_write(lambda conn: inventories.create(
                 conn, uuid, inv, req.context.version.has("reserved_equals_total")))
         resp.set_header("Location", _inventory_url(req, uuid, inv.resource_class))
         _send_one(req, resp, generation, inv, status=201)
@@ -105,7 +105,7 @@ class ProviderInventories(Resource):
                                             f"resource provider {uuid}: {e}",
             InventoryInUse: lambda e: f"update conflict: {e}",
         }):
-            generation = retry.run_write(self.db, lambda conn: inventories.replace_all(
+            generation = self.run_write(lambda conn: inventories.replace_all(
                 conn, uuid, data["resource_provider_generation"], records,
                 req.context.version.has("reserved_equals_total")))
         _send_set(req, resp, generation, records, from_db=False)
@@ -113,7 +113,7 @@ class ProviderInventories(Resource):
     def on_delete(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         self.require_method(req)
         self.authorize(req, "placement:resource_providers:inventories:delete")
-        retry.run_write(self.db, lambda conn: inventories.replace_all(
+        self.run_write(lambda conn: inventories.replace_all(
             conn, uuid, None, [], reserved_may_equal_total=True))
         render.no_content(resp)
 
@@ -144,7 +144,7 @@ class ProviderInventory(Resource):
             InventoryNotFound: lambda e: "No inventory record with resource class for "
                                          f"resource provider {uuid}: {e}",
         }, answers={InventoryNotFound: (400, errors.DEFAULT)}):  # upstream's status here
-            generation = retry.run_write(self.db, lambda conn: inventories.update(
+            generation = self.run_write(lambda conn: inventories.update(
                 conn, uuid, data["resource_provider_generation"], inv,
                 req.context.version.has("reserved_equals_total")))
         _send_one(req, resp, generation, inv)
@@ -159,6 +159,6 @@ class ProviderInventory(Resource):
             InventoryInUse: lambda e: f"Unable to delete inventory of class {resource_class}: "
                                       f"{e}",
         }, answers={InventoryInUse: (409, errors.CONCURRENT_UPDATE)}):  # as upstream
-            retry.run_write(self.db, lambda conn: inventories.delete(
+            self.run_write(lambda conn: inventories.delete(
                 conn, uuid, resource_class))
         render.no_content(resp)

@@ -9,7 +9,7 @@ from allotment.http import filter_params, render
 from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.request import json_body, query, require_json, validate_query
-from allotment.ledger import providers, retry
+from allotment.ledger import providers
 from allotment.ledger.errors import (
     DuplicateProvider,
     ProviderNotFound,
@@ -83,7 +83,7 @@ class ProviderCollection(Resource):
         version = req.context.version
         data = json_body(req, schemas.CREATE_1_14 if version.has("provider_tree")
                          else schemas.CREATE)
-        provider = retry.run_write(self.db, lambda conn: providers.create(
+        provider = self.run_write(lambda conn: providers.create(
             conn, data["name"], data.get("uuid"), data.get("parent_provider_uuid")))
         resp.set_header("Location", f"{req.env.get('SCRIPT_NAME', '')}"
                         f"/resource_providers/{provider.uuid}")
@@ -111,7 +111,7 @@ class Provider(Resource):
                          else schemas.UPDATE)
         with explain({DuplicateProvider: lambda e: f"Conflicting resource provider {e.value} "
                                                    "already exists."}):
-            provider = retry.run_write(self.db, lambda conn: providers.update(
+            provider = self.run_write(lambda conn: providers.update(
                 conn, uuid, data["name"], move="parent_provider_uuid" in data,
                 parent_uuid=data.get("parent_provider_uuid"),
                 allow_reparenting=version.has("reparent")))
@@ -121,6 +121,6 @@ class Provider(Resource):
     def on_delete(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         self.authorize(req, "placement:resource_providers:delete")
         with explain({ProviderNotFound: lambda e: f"{e} for delete"}):
-            retry.run_write(self.db, lambda conn: providers.delete(conn, uuid))
+            self.run_write(lambda conn: providers.delete(conn, uuid))
         render.no_content(resp)
 

@@ -10,7 +10,7 @@ from allotment.http import render
 from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.request import json_body, require_json
-from allotment.ledger import reshaper, retry
+from allotment.ledger import reshaper
 from allotment.ledger.errors import InventoryInUse, RetriesExhausted, UnknownResourceClass
 from allotment.schemas import reshaper as schemas
 
@@ -32,7 +32,6 @@ class Reshaper(Resource):
         with explain({UnknownResourceClass: lambda e: f"malformed reshaper data: {e}",
                       InventoryInUse: lambda e: f"update conflict: {e}",
                       RetriesExhausted: lambda e: f"update conflict: {e}"}):
-            retry.run_write(self.db,
-                            lambda conn: reshaper.reshape(conn, new_inventories, claims),
-                            self.conf.placement.allocation_conflict_retry_count)
+            self.run_write(lambda conn: reshaper.reshape(conn, new_inventories, claims),
+                           self.conf.placement.allocation_conflict_retry_count)
         render.no_content(resp)

@@ -13,7 +13,7 @@ from allotment.http import render
 from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.request import json_body, require_json, validate
-from allotment.ledger import resource_classes, retry
+from allotment.ledger import resource_classes
 from allotment.ledger.errors import (
     ResourceClassExists,
     ResourceClassInUse,
@@ -52,7 +52,7 @@ class ResourceClassCollection(Resource):
         name = data["name"]
         with explain({ResourceClassExists: lambda e: "Conflicting resource class already "
                                                      f"exists: {e.name}"}):
-            retry.run_write(self.db, lambda conn: resource_classes.create(conn, name))
+            self.run_write(lambda conn: resource_classes.create(conn, name))
         resp.set_header("Location", render.absolute_url(req, f"/resource_classes/{name}"))
         resp.status = 201
         resp.content_type = None
@@ -78,7 +78,7 @@ class ResourceClass(Resource):
         self.authorize(req, "placement:resource_classes:update")
         data = json_body(req, schemas.CLASS)
         with explain({ResourceClassExists: lambda e: f"Resource class already exists: {e.name}"}):
-            rc = retry.run_write(self.db, lambda conn: resource_classes.rename(
+            rc = self.run_write(lambda conn: resource_classes.rename(
                 conn, name, data["name"]))
         # Upstream sends no cache headers here.
         render.json_response(req, resp, _class_body(req, rc), cache_headers=False)
@@ -87,7 +87,7 @@ class ResourceClass(Resource):
         self.authorize(req, "placement:resource_classes:update")
         # The URL's name must pass the same schema as a POSTed body.
         validate({"name": name}, schemas.CLASS)
-        created = retry.run_write(self.db, lambda conn: resource_classes.ensure(conn, name))
+        created = self.run_write(lambda conn: resource_classes.ensure(conn, name))
         resp.status = 201 if created else 204
         resp.content_type = None
         resp.set_header("Location", render.absolute_url(req, f"/resource_classes/{name}"))
@@ -97,5 +97,5 @@ class ResourceClass(Resource):
         self.authorize(req, "placement:resource_classes:delete")
         with explain({StandardResourceClass: lambda e: f"Error in delete resource class: {e}",
                       ResourceClassInUse: lambda e: f"Error in delete resource class: {e}"}):
-            retry.run_write(self.db, lambda conn: resource_classes.delete(conn, name))
+            self.run_write(lambda conn: resource_classes.delete(conn, name))
         render.no_content(resp)

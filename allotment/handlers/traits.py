@@ -12,7 +12,7 @@ from allotment.http import render
 from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.request import json_body, query, require_json, validate, validate_query
-from allotment.ledger import providers, retry, traits
+from allotment.ledger import providers, traits
 from allotment.ledger.errors import (
     ProviderGenerationConflict,
     ProviderNotFound,
@@ -87,7 +87,7 @@ class Trait(Resource):
             validate(name, schemas.CUSTOM_TRAIT)
         except errors.BadRequest:
             raise errors.BadRequest(_INVALID_TRAIT) from None
-        trait, created = retry.run_write(self.db, lambda conn: traits.ensure(conn, name))
+        trait, created = self.run_write(lambda conn: traits.ensure(conn, name))
         render.no_content(resp)
         resp.status = 201 if created else 204
         resp.set_header("Location", render.absolute_url(req, f"/traits/{name}"))
@@ -98,7 +98,7 @@ class Trait(Resource):
         require_version(req, "traits")
         self.authorize(req, "placement:traits:delete")
         with explain({TraitNotFound: str}):
-            retry.run_write(self.db, lambda conn: traits.delete(conn, name))
+            self.run_write(lambda conn: traits.delete(conn, name))
         render.no_content(resp)
 
 
@@ -124,7 +124,7 @@ class ProviderTraits(Resource):
         data = json_body(req, schemas.SET_PROVIDER_TRAITS)
         with explain({ProviderGenerationConflict: lambda e: GENERATION_CHANGED,
                       UnknownTraits: lambda e: f"No such trait {', '.join(e.names)}"}):
-            generation, found = retry.run_write(self.db, lambda conn: (
+            generation, found = self.run_write(lambda conn: (
                 traits.replace_for_provider(conn, uuid, data["resource_provider_generation"],
                                             data["traits"])))
         self._send(req, resp, generation, found)
@@ -132,5 +132,5 @@ class ProviderTraits(Resource):
     def on_delete(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         require_version(req, "traits")
         self.authorize(req, "placement:resource_providers:traits:delete")
-        retry.run_write(self.db, lambda conn: traits.clear_for_provider(conn, uuid))
+        self.run_write(lambda conn: traits.clear_for_provider(conn, uuid))
         render.no_content(resp)

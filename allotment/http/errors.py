@@ -93,12 +93,22 @@ _UNCAUGHT_UPSTREAM = (ledger.ProviderNotFound, ledger.ResourceClassNotFound,
                       ledger.TraitNotFound)
 
 
+# The generation a refusal says the client had stale (the metric's label);
+# metrics takes the label, not the exception, to stay clear of the domain.
+_STALE_GENERATION: dict[type[ledger.LedgerError], str] = {
+    ledger.ProviderGenerationConflict: "provider",
+    ledger.ConsumerGenerationConflict: "consumer",
+}
+
+
 def refusal(exc: ledger.LedgerError, message: str | None = None,
             answer: tuple[int, str] | None = None) -> errors.PlacementError:
     """The HTTP refusal for a domain exception (``REFUSALS`` unless ``answer``)."""
     if answer is None:
         answer = next(REFUSALS[kind] for kind in type(exc).__mro__ if kind in REFUSALS)
-    metrics.generation_conflict(exc)
+    for kind, generation in _STALE_GENERATION.items():
+        if isinstance(exc, kind):
+            metrics.generation_conflict(generation)
     status, code = answer
     retry_after = RETRY_AFTER.get(type(exc))
     return errors.PlacementError(str(exc) if message is None else message, code=code,

@@ -15,7 +15,9 @@ midway landed is unknown, so the work is never run again blindly).
 
 This is the one idiom for writes: a handler states the transaction and its
 retry boundary in one line, ``retry.run_write(db, lambda conn: ledger_fn(conn,
-...))``, and the ledger function does every step of the write on ``conn``.
+...))`` (through ``Resource.run_write``, which hands it the service's
+metrics as the ``RetryObserver``), and the ledger function does every step
+of the write on ``conn``.
 """
 
 from __future__ import annotations
@@ -27,12 +29,11 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from types import TracebackType
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from allotment import metrics
 from allotment.db.engine import Database
 from allotment.ledger.common import is_duplicate
 from allotment.ledger.errors import Race, RetriesExhausted
@@ -66,7 +67,19 @@ BROKEN_TRIGGER_RETRIES = 8
 WRITE_RETRIES = 5
 
 
-__all__ = ["Race", "RetriesExhausted", "WRITE_RETRIES", "attempts", "run_write"]
+__all__ = ["Race", "RetriesExhausted", "RetryObserver", "WRITE_RETRIES", "attempts",
+           "run_write"]
+
+
+class RetryObserver(Protocol):
+    """Who hears of lost races (the service's metrics): plain labels, no exceptions."""
+
+    def write_retried(self, cause: str) -> None:
+        """An attempt lost and the write runs again: ``cause`` is 'generation' (a
+        ``Race``), 'database' (deadlock, lock, busy, duplicate key) or 'broken_trigger'."""
+
+    def write_retries_exhausted(self) -> None:
+        """Every retry lost: the write ends in ``RetriesExhausted``."""
 
 
 def is_transient(exc: DBAPIError) -> bool:
@@ -161,7 +174,8 @@ def _lost_race(exc: BaseException | None) -> bool:
     return isinstance(exc, Race) or any(is_transient(error) for error in _database_errors(exc))
 
 
-def attempts(db: Database, retries: int = WRITE_RETRIES) -> Iterator[Attempt]:
+def attempts(db: Database, retries: int = WRITE_RETRIES,
+             observer: RetryObserver | None = None) -> Iterator[Attempt]:
     """Write transactions until one commits; ``RetriesExhausted`` after ``retries`` more.
 
     Use as::
@@ -173,7 +187,7 @@ def attempts(db: Database, retries: int = WRITE_RETRIES) -> Iterator[Attempt]:
     A body that loses a race (``Race``, a deadlock, a lock timeout, a unique
     key taken meanwhile) is rolled back and run again from the top in a new
     transaction, which sees the winner's commit. Any other exception ends the
-    loop at once.
+    loop at once. ``observer``, when given, hears of each retry and of the end.
     """
     number = 0  # races lost so far
     broken = 0  # attempts that met a trigger the server could not parse
@@ -195,32 +209,36 @@ def attempts(db: Database, retries: int = WRITE_RETRIES) -> Iterator[Attempt]:
             LOG.warning("A write found trigger %s broken in the database's table cache; "
                         "reopened %s and trying again (%d of %d)", trigger or "(unnamed)",
                         ", ".join(tables) or "nothing", broken, BROKEN_TRIGGER_RETRIES)
-            metrics.write_retry(lost_to, cause="broken_trigger")
+            if observer is not None:
+                observer.write_retried("broken_trigger")
             time.sleep(min(0.2, 0.01 * 2 ** broken))
             continue
         if number == retries:
             break
         number += 1
-        metrics.write_retry(lost_to)
+        if observer is not None:
+            observer.write_retried("generation" if isinstance(lost_to, Race) else "database")
         LOG.debug("write attempt %d lost a race (%s); retrying", number, lost_to)
         # A little jitter keeps two losers from colliding again in lockstep.
         time.sleep(random.uniform(0, 0.002 * number))
     LOG.warning("Exceeded retry limit of %d on a write", retries)
-    metrics.write_retries_exhausted()
+    if observer is not None:
+        observer.write_retries_exhausted()
     raise RetriesExhausted()
 
 
 def run_write(db: Database, work: Callable[[Connection], T],
-              retries: int = WRITE_RETRIES) -> T:
+              retries: int = WRITE_RETRIES, observer: RetryObserver | None = None) -> T:
     """Run ``work(conn)`` in a write transaction; on a lost race, again in a new one.
 
     ``retries`` is how many times a lost race is tried again before
     ``RetriesExhausted``: for claims and reshapes ``[placement]
     allocation_conflict_retry_count``, for other writes ``WRITE_RETRIES``
     (an operator who sets the option to 0 to see claim conflicts at once
-    keeps the protection of other writes against deadlocks).
+    keeps the protection of other writes against deadlocks). ``observer``:
+    as for ``attempts``.
     """
-    for transaction in attempts(db, retries):
+    for transaction in attempts(db, retries, observer):
         with transaction as conn:
             result = work(conn)
         # Returned only once the commit (on leaving the ``with``) held: a

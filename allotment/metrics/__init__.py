@@ -5,11 +5,13 @@ Off by default; ``[allotment] metrics = True`` turns them on and
 cloud's capacity, read from the database at scrape time). This module owns
 the metric objects and the few calls the rest of the code makes:
 
-* ``candidates_found`` (the candidate engine), ``write_retry`` and
-  ``write_retries_exhausted`` (``ledger.retry``), ``refusal`` and
-  ``generation_conflict`` (``http.errors``): each is a no-op until
-  ``enable`` ran in this process, so the domain code calls them
-  unconditionally and pays one global read when metrics are off.
+* ``DomainCounters``: what the domain reports, as plain labels, to the
+  observers it is handed (``ledger.retry``'s lost races, the candidate
+  engine's searches, the read model's loads); ``Services`` wires one to
+  them, so the domain never imports this module. ``refusal`` and
+  ``generation_conflict`` (``http.errors``). Each is a no-op until
+  ``enable`` ran in this process, so they are called unconditionally and
+  pay one global read when metrics are off.
 * ``prepare_server`` (``allotment serve``'s master, before workers fork) and
   ``worker_exited`` (gunicorn's ``child_exit`` hook).
 
@@ -40,8 +42,6 @@ import sys
 import tempfile
 import threading
 from typing import TYPE_CHECKING, Any
-
-from allotment.ledger import errors as ledger
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -186,39 +186,38 @@ def enable() -> tuple[Metrics, CollectorRegistry]:
 
 # --- what the rest of the code calls (no-ops while metrics are off) ----------
 
-def candidates_found(path: str, count: int, seconds: float) -> None:
-    """One allocation-candidates query answered by the engine along ``path``."""
-    m = _State.metrics
-    if m is not None:
-        m.candidates_returned.labels(path).observe(count)
-        m.candidates_duration.labels(path).observe(seconds)
+class DomainCounters:
+    """The domain's observers (``ledger.retry.RetryObserver``, the candidates'
+    ``SearchObserver`` and ``ReadModelObserver``), counting while metrics are on."""
 
+    def candidates_found(self, path: str, count: int, seconds: float) -> None:
+        """One allocation-candidates query answered by the engine along ``path``."""
+        m = _State.metrics
+        if m is not None:
+            m.candidates_returned.labels(path).observe(count)
+            m.candidates_duration.labels(path).observe(seconds)
 
-def read_model_loaded(cause: str) -> None:
-    m = _State.metrics
-    if m is not None:
-        m.read_model_loads.labels(cause).inc()
+    def read_model_loaded(self, cause: str) -> None:
+        m = _State.metrics
+        if m is not None:
+            m.read_model_loads.labels(cause).inc()
 
+    def read_model_changes(self, count: int) -> None:
+        m = _State.metrics
+        if m is not None and count:
+            m.read_model_changes.inc(count)
 
-def read_model_changes(count: int) -> None:
-    m = _State.metrics
-    if m is not None and count:
-        m.read_model_changes.inc(count)
+    def write_retried(self, cause: str) -> None:
+        """A write transaction lost (``cause``: generation, database, broken_trigger)
+        and is run again."""
+        m = _State.metrics
+        if m is not None:
+            m.write_retries.labels(cause).inc()
 
-
-def write_retry(lost_to: BaseException, cause: str | None = None) -> None:
-    """A write transaction lost to ``lost_to`` and is run again."""
-    m = _State.metrics
-    if m is not None:
-        if cause is None:
-            cause = "generation" if isinstance(lost_to, ledger.Race) else "database"
-        m.write_retries.labels(cause).inc()
-
-
-def write_retries_exhausted() -> None:
-    m = _State.metrics
-    if m is not None:
-        m.write_retries_exhausted.inc()
+    def write_retries_exhausted(self) -> None:
+        m = _State.metrics
+        if m is not None:
+            m.write_retries_exhausted.inc()
 
 
 def refusal(environ: dict[str, Any], status: int, code: str) -> None:
@@ -229,15 +228,11 @@ def refusal(environ: dict[str, Any], status: int, code: str) -> None:
         environ[REFUSAL_CODE_ENVIRON] = code
 
 
-def generation_conflict(exc: ledger.LedgerError) -> None:
-    """``exc`` becomes an HTTP refusal: count it if it is a stale generation."""
+def generation_conflict(generation: str) -> None:
+    """A write refused (409) for a stale ``generation``: 'provider' or 'consumer'."""
     m = _State.metrics
-    if m is None:
-        return
-    if isinstance(exc, ledger.ProviderGenerationConflict):
-        m.generation_conflicts.labels("provider").inc()
-    elif isinstance(exc, ledger.ConsumerGenerationConflict):
-        m.generation_conflicts.labels("consumer").inc()
+    if m is not None:
+        m.generation_conflicts.labels(generation).inc()
 
 
 # --- allotment serve's master ------------------------------------------------
