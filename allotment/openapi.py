@@ -1,12 +1,12 @@
 """The OpenAPI 3.1 description of the API, built from the code that serves it.
 
-``document()`` is a pure function of three tables: the route table
-(``allotment.wsgi.ROUTES``, passed in), the microversion facts
-(``allotment.http.microversion.GATES``) and the JSON Schemas. Request bodies
-and query strings come from the very schemas the handlers validate with
-(``allotment.schemas.*``), asked for at every microversion; response bodies
-from ``allotment.schemas.responses``. ``OPERATIONS`` below says, per URI and
-method, which schema a handler uses at a version and which answers it gives.
+``document()`` is a pure function of the route table (``allotment.wsgi.ROUTES``,
+passed in) and the microversion facts (``allotment.http.microversion.GATES``).
+Each route's handler class carries its ``operations``
+(``allotment.http.operations``): per method, the schemas the handler
+validates the body and query string with (``allotment.schemas.*``), asked
+for here at every microversion, and the answers it gives (response bodies
+from ``allotment.schemas.responses``).
 
 Microversions appear as the extension ``x-microversions: {"min", "max"}`` on
 an operation, a parameter, a request-body variant, a response or a field.
@@ -27,26 +27,12 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
-from allotment import policy
 from allotment.http.microversion import GATES, MAX_VERSION, MIN_VERSION, Version
-from allotment.schemas import (
-    aggregates,
-    allocations,
-    dashboard,
-    inventories,
-    providers,
-    reshaper,
-    traits,
-    usages,
-)
-from allotment.schemas import allocation_candidates as candidates
-from allotment.schemas import resource_classes as classes
+from allotment.http.operations import Described, Operation, Schema
 from allotment.schemas import responses as r
 
-Schema = dict[str, Any]
 VERSIONS = [Version(MIN_VERSION[0], minor) for minor in range(MIN_VERSION[1], MAX_VERSION[1] + 1)]
 VERSION_HEADER = "OpenStack-API-Version"
 PATH = "/openapi.json"
@@ -54,210 +40,6 @@ PATH = "/openapi.json"
 # The URIs that need no token (see allotment.auth).
 UNAUTHENTICATED = ("/", PATH)
 
-
-@dataclass(frozen=True)
-class Answer:
-    """One response: status, body schema (None: no body), versions it is given at."""
-
-    status: int
-    schema: Schema | None
-    description: str
-    first: int = MIN_VERSION[1]
-    last: int = MAX_VERSION[1]
-    location: bool = False
-
-
-@dataclass(frozen=True)
-class Operation:
-    summary: str
-    answers: tuple[Answer, ...]
-    # The microversion fact from which the operation exists (None: from 1.0).
-    since: str | None = None
-    # Refusal statuses besides the ones every operation may give.
-    refusals: tuple[int, ...] = ()
-    # The schema the handler validates the body / query string with, per version.
-    body: Callable[[Version], Schema | None] | None = None
-    query: Callable[[Version], Schema] | None = None
-    # Before ``since``: a 404 (the URI is not there yet), or a 405 (a method gate).
-    gated_by_method: bool = False
-    path_params: dict[str, Schema] = field(default_factory=dict)
-    # The configuration option without which the route is not there (404 then).
-    requires_option: str | None = None
-    description: str | None = None
-
-
-def ok(status: int, schema: Schema | None, description: str = "Success", **kw: Any) -> Answer:
-    return Answer(status, schema, description, **kw)
-
-
-NO_BODY = None
-_UUID_PARAM = {"uuid": {"type": "string", "description": "A resource provider's uuid."}}
-_RC_PARAM = {"resource_class": {"type": "string", "description": "A resource class name."}}
-_NAME_PARAM = {"name": {"type": "string"}}
-_CONSUMER_PARAM = {"consumer_uuid": {"type": "string", "description": "A consumer's uuid."}}
-_WRITE = (400, 409)
-_DASHBOARD = "[allotment] dashboard"
-
-
-def _dashboard(summary: str, schema: Schema, rule: str, query: Schema | None = None,
-               path_params: dict[str, Schema] | None = None) -> Operation:
-    """One of the dashboard's data routes: allotment's own, there only with the option."""
-    return Operation(
-        f"Dashboard: {summary} (allotment's own, with `{_DASHBOARD} = True` only)",
-        (ok(200, schema),), query=None if query is None else (lambda v: query),
-        path_params=path_params or {}, requires_option=_DASHBOARD,
-        description=f"allotment's own, not Placement's (docs/dashboard.md). The route is "
-                    f"there only with `{_DASHBOARD} = True`: otherwise it answers 404 as "
-                    f"an unknown path does. Policy rule `{rule}` (default: admin or "
-                    "reader).")
-
-
-def _with_explain_limit(query: Schema) -> Schema:
-    """The candidates query string, plus explain's own ``explain_limit``."""
-    limit = {"type": "string", "pattern": "^[0-9]{1,4}$",
-             "description": "Excluded trees described in full, 1 to 1000 (default 10)."}
-    return {**query, "properties": {**query.get("properties", {}), "explain_limit": limit}}
-
-
-OPERATIONS: dict[tuple[str, str], Operation] = {
-    ("/", "GET"): Operation("Version discovery (no token needed)", (ok(200, r.ROOT),)),
-    (PATH, "GET"): Operation("This OpenAPI document (no token needed)", (ok(200, r.OPENAPI),)),
-    ("/resource_providers", "GET"): Operation(
-        "List resource providers", (ok(200, r.PROVIDERS),), query=providers.list_schema),
-    ("/resource_providers", "POST"): Operation(
-        "Create a resource provider",
-        (ok(201, NO_BODY, "Created", last=19, location=True),
-         ok(200, r.PROVIDER, "Created", first=20, location=True)),
-        refusals=_WRITE,
-        body=lambda v: providers.CREATE_1_14 if v.has("provider_tree") else providers.CREATE),
-    ("/resource_providers/{uuid}", "GET"): Operation(
-        "Show a resource provider", (ok(200, r.PROVIDER),), path_params=_UUID_PARAM),
-    ("/resource_providers/{uuid}", "PUT"): Operation(
-        "Update (rename, re-parent) a resource provider", (ok(200, r.PROVIDER),),
-        refusals=_WRITE, path_params=_UUID_PARAM,
-        body=lambda v: providers.UPDATE_1_14 if v.has("provider_tree") else providers.UPDATE),
-    ("/resource_providers/{uuid}", "DELETE"): Operation(
-        "Delete a resource provider", (ok(204, NO_BODY),), refusals=(409,),
-        path_params=_UUID_PARAM),
-    ("/allocation_candidates", "GET"): Operation(
-        "List allocation candidates", (ok(200, r.ALLOCATION_CANDIDATES),),
-        since="allocation_candidates", query=candidates.query_schema),
-    ("/explain/allocation_candidates", "GET"): Operation(
-        "Allocation candidates, and why each tree that did not qualify was left out "
-        "(allotment's own)", (ok(200, r.EXPLAIN_CANDIDATES),),
-        since="allocation_candidates", query=lambda v: _with_explain_limit(
-            candidates.query_schema(v))),
-    ("/resource_providers/{uuid}/inventories", "GET"): Operation(
-        "List a provider's inventories", (ok(200, r.INVENTORIES),), path_params=_UUID_PARAM),
-    ("/resource_providers/{uuid}/inventories", "POST"): Operation(
-        "Create one inventory", (ok(201, r.INVENTORY, "Created", location=True),),
-        refusals=_WRITE, path_params=_UUID_PARAM, body=lambda v: inventories.CREATE),
-    ("/resource_providers/{uuid}/inventories", "PUT"): Operation(
-        "Replace all inventories", (ok(200, r.INVENTORIES),), refusals=_WRITE,
-        path_params=_UUID_PARAM, body=lambda v: inventories.REPLACE),
-    ("/resource_providers/{uuid}/inventories", "DELETE"): Operation(
-        "Delete all inventories", (ok(204, NO_BODY),), since="delete_all_inventories",
-        gated_by_method=True, refusals=(409,), path_params=_UUID_PARAM),
-    ("/resource_providers/{uuid}/inventories/{resource_class}", "GET"): Operation(
-        "Show one inventory", (ok(200, r.INVENTORY),), path_params=_UUID_PARAM | _RC_PARAM),
-    ("/resource_providers/{uuid}/inventories/{resource_class}", "PUT"): Operation(
-        "Update one inventory", (ok(200, r.INVENTORY),), refusals=_WRITE,
-        path_params=_UUID_PARAM | _RC_PARAM, body=lambda v: inventories.INVENTORY),
-    ("/resource_providers/{uuid}/inventories/{resource_class}", "DELETE"): Operation(
-        "Delete one inventory", (ok(204, NO_BODY),), refusals=(409,),
-        path_params=_UUID_PARAM | _RC_PARAM),
-    ("/resource_providers/{uuid}/traits", "GET"): Operation(
-        "List a provider's traits", (ok(200, r.PROVIDER_TRAITS),), since="traits",
-        path_params=_UUID_PARAM),
-    ("/resource_providers/{uuid}/traits", "PUT"): Operation(
-        "Replace a provider's traits", (ok(200, r.PROVIDER_TRAITS),), since="traits",
-        refusals=_WRITE, path_params=_UUID_PARAM, body=lambda v: traits.SET_PROVIDER_TRAITS),
-    ("/resource_providers/{uuid}/traits", "DELETE"): Operation(
-        "Remove all of a provider's traits", (ok(204, NO_BODY),), since="traits",
-        refusals=(409,), path_params=_UUID_PARAM),
-    ("/resource_providers/{uuid}/aggregates", "GET"): Operation(
-        "List a provider's aggregates", (ok(200, r.AGGREGATES),), since="aggregates",
-        path_params=_UUID_PARAM),
-    ("/resource_providers/{uuid}/aggregates", "PUT"): Operation(
-        "Replace a provider's aggregates", (ok(200, r.AGGREGATES),), since="aggregates",
-        refusals=_WRITE, path_params=_UUID_PARAM,
-        body=lambda v: (aggregates.SET_1_19 if v.has("aggregates_generation")
-                        else aggregates.SET_1_1)),
-    ("/resource_classes", "GET"): Operation(
-        "List resource classes", (ok(200, r.RESOURCE_CLASSES),), since="resource_classes"),
-    ("/resource_classes", "POST"): Operation(
-        "Create a custom resource class", (ok(201, NO_BODY, "Created", location=True),),
-        since="resource_classes", refusals=_WRITE, body=lambda v: classes.CLASS),
-    ("/resource_classes/{name}", "GET"): Operation(
-        "Show a resource class", (ok(200, r.RESOURCE_CLASS),), since="resource_classes",
-        path_params=_NAME_PARAM),
-    ("/resource_classes/{name}", "PUT"): Operation(
-        "Rename a custom resource class (1.2-1.6); create it if missing (1.7-)",
-        (ok(200, r.RESOURCE_CLASS, "Renamed", last=6),
-         ok(201, NO_BODY, "Created", first=7, location=True),
-         ok(204, NO_BODY, "Already there", first=7, location=True)),
-        since="resource_classes", refusals=_WRITE, path_params=_NAME_PARAM,
-        body=lambda v: None if v.has("resource_class_put_create") else classes.CLASS),
-    ("/resource_classes/{name}", "DELETE"): Operation(
-        "Delete a custom resource class", (ok(204, NO_BODY),), since="resource_classes",
-        refusals=_WRITE, path_params=_NAME_PARAM),
-    ("/traits", "GET"): Operation(
-        "List traits", (ok(200, r.TRAITS),), since="traits", query=lambda v: traits.LIST),
-    ("/traits/{name}", "GET"): Operation(
-        "Check that a trait exists", (ok(204, NO_BODY),), since="traits",
-        path_params=_NAME_PARAM),
-    ("/traits/{name}", "PUT"): Operation(
-        "Create a custom trait", (ok(201, NO_BODY, "Created", location=True),
-                                  ok(204, NO_BODY, "Already there", location=True)),
-        since="traits", refusals=(400,), path_params=_NAME_PARAM),
-    ("/traits/{name}", "DELETE"): Operation(
-        "Delete a custom trait", (ok(204, NO_BODY),), since="traits", refusals=_WRITE,
-        path_params=_NAME_PARAM),
-    ("/resource_providers/{uuid}/allocations", "GET"): Operation(
-        "List the allocations against a provider", (ok(200, r.PROVIDER_ALLOCATIONS),),
-        path_params=_UUID_PARAM),
-    ("/resource_providers/{uuid}/usages", "GET"): Operation(
-        "Show a provider's usages", (ok(200, r.PROVIDER_USAGES),), path_params=_UUID_PARAM),
-    ("/allocations", "POST"): Operation(
-        "Write the allocations of several consumers at once", (ok(204, NO_BODY),),
-        since="post_allocations", refusals=_WRITE, body=allocations.post_schema),
-    ("/allocations/{consumer_uuid}", "GET"): Operation(
-        "List a consumer's allocations", (ok(200, r.CONSUMER_ALLOCATIONS),),
-        path_params=_CONSUMER_PARAM),
-    ("/allocations/{consumer_uuid}", "PUT"): Operation(
-        "Replace a consumer's allocations", (ok(204, NO_BODY),), refusals=_WRITE,
-        path_params=_CONSUMER_PARAM, body=allocations.put_schema),
-    ("/allocations/{consumer_uuid}", "DELETE"): Operation(
-        "Delete a consumer's allocations", (ok(204, NO_BODY),), refusals=(409,),
-        path_params=_CONSUMER_PARAM),
-    ("/usages", "GET"): Operation(
-        "Show a project's (and user's) usages", (ok(200, r.USAGES),), since="usages",
-        query=usages.list_schema),
-    ("/reshaper", "POST"): Operation(
-        "Move inventories and allocations between providers at once", (ok(204, NO_BODY),),
-        since="reshaper", refusals=_WRITE, body=reshaper.reshape_schema),
-    # allotment's own: the dashboard's data (docs/dashboard.md).
-    ("/dashboard/api/providers", "GET"): _dashboard(
-        "provider trees, a page at a time, each provider with its inventories (capacity, "
-        "used), traits, aggregates and first children", r.DASHBOARD_PROVIDERS,
-        policy.DASHBOARD_PROVIDERS, query=dashboard.PROVIDERS_QUERY),
-    ("/dashboard/api/providers/{uuid}/children", "GET"): _dashboard(
-        "a provider's children, a page at a time, each with its descendants",
-        r.DASHBOARD_CHILDREN, policy.DASHBOARD_PROVIDERS, query=dashboard.PAGE_QUERY,
-        path_params=_UUID_PARAM),
-    ("/dashboard/api/summary", "GET"): _dashboard(
-        "counts, totals per resource class, the fullest and emptiest providers",
-        r.DASHBOARD_SUMMARY, policy.DASHBOARD_USAGES, query=dashboard.SUMMARY_QUERY),
-    ("/dashboard/api/projects", "GET"): _dashboard(
-        "usage per project, a page of projects at a time", r.DASHBOARD_PROJECTS,
-        policy.DASHBOARD_USAGES, query=dashboard.PAGE_QUERY),
-    ("/dashboard/api/consumer_types", "GET"): _dashboard(
-        "the whole cloud's usage per consumer type", r.DASHBOARD_CONSUMER_TYPES,
-        policy.DASHBOARD_USAGES),
-    ("/dashboard/api/consumers/{consumer_uuid}", "GET"): _dashboard(
-        "one consumer's allocations, per provider with names (none: empty allocations)",
-        r.DASHBOARD_CONSUMER, policy.DASHBOARD_USAGES, path_params=_CONSUMER_PARAM),
-}
 
 # Answers any operation may give: a malformed microversion (400), one out of
 # range or an Accept without JSON (406), a long query string (414), the
@@ -446,7 +228,7 @@ _METHODS = ("GET", "PUT", "POST", "DELETE", "PATCH")
 
 
 def _undescribed(template: str, method: str) -> Schema:
-    """A route with no entry in OPERATIONS: listed, its answers left open."""
+    """A route whose class does not describe the method: listed, its answers left open."""
     return {"operationId": method.lower() + re.sub(r"[^a-z_]", "", template.replace("/", "_")),
             "summary": "Not described yet", "x-undescribed": True,
             "parameters": [{"name": name, "in": "path", "required": True,
@@ -455,18 +237,19 @@ def _undescribed(template: str, method: str) -> Schema:
             "responses": {"default": {"description": "Not described yet"}}}
 
 
-def document(routes: Iterable[tuple[str, type]]) -> Schema:
+def document(routes: Iterable[tuple[str, type[Described]]]) -> Schema:
     """The OpenAPI 3.1 document for ``routes`` (URI template, resource class).
 
     Each method a route's class has (``on_get``, ...) is an operation; one
-    that OPERATIONS does not describe is listed with ``x-undescribed``.
+    that the class's ``operations`` does not describe is listed with
+    ``x-undescribed``.
     """
     paths: Schema = {}
     for template, resource in routes:
         for method in _METHODS:
             if not hasattr(resource, "on_" + method.lower()):
                 continue
-            op = OPERATIONS.get((template, method))
+            op = resource.operations.get(method)
             paths.setdefault(template, {})[method.lower()] = (
                 _operation(template, method, op) if op else _undescribed(template, method))
     return {

@@ -46,7 +46,8 @@ from allotment.services import Services
 
 LOG = logging.getLogger(__name__)
 
-# URI template -> handler class (built with the Services).
+# URI template -> handler class (built with the Services). Each class declares
+# what its methods are (``operations``), which the OpenAPI document reads too.
 ROUTES: list[tuple[str, type[Resource]]] = [
     ("/", root.Root),
     ("/resource_providers", providers.ProviderCollection),

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import falcon
 
-from allotment.handlers.base import GENERATION_CHANGED, Resource, require_version
+from allotment.handlers.base import GENERATION_CHANGED, Resource
 from allotment.http import render
 from allotment.http.context import Request
 from allotment.http.errors import explain
+from allotment.http.operations import UUID_PARAM, WRITE_REFUSALS, Operation, ok
 from allotment.http.request import json_body, require_json
 from allotment.ledger import aggregates, providers
 from allotment.ledger.errors import ProviderGenerationConflict
 from allotment.schemas import aggregates as schemas
+from allotment.schemas import responses as r
 
 
 def _send(req: Request, resp: falcon.Response, generation: int,
@@ -28,9 +30,22 @@ def _send(req: Request, resp: falcon.Response, generation: int,
 
 
 class ProviderAggregates(Resource):
+    operations = {
+        "GET": Operation(
+            "List a provider's aggregates", (ok(200, r.AGGREGATES),),
+            rule="placement:resource_providers:aggregates:list", since="aggregates",
+            path_params=UUID_PARAM),
+        "PUT": Operation(
+            "Replace a provider's aggregates", (ok(200, r.AGGREGATES),),
+            rule="placement:resource_providers:aggregates:update", since="aggregates",
+            refusals=WRITE_REFUSALS, path_params=UUID_PARAM,
+            body=lambda v: (schemas.SET_1_19 if v.has("aggregates_generation")
+                            else schemas.SET_1_1)),
+    }
+
     def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        require_version(req, "aggregates")
-        self.authorize(req, "placement:resource_providers:aggregates:list")
+        self.require_version(req)
+        self.authorize(req)
         with self.db.read() as conn:
             provider = providers.require(conn, uuid)
             uuids = aggregates.provider_aggregates(conn, provider.id)
@@ -38,12 +53,11 @@ class ProviderAggregates(Resource):
 
     def on_put(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         require_json(req)
-        require_version(req, "aggregates")
-        self.authorize(req, "placement:resource_providers:aggregates:update")
+        self.require_version(req)
+        self.authorize(req)
         with_generation = req.context.version.has("aggregates_generation")
         data = json_body(req)
-        self.validate_for_provider(uuid, data,
-                                   schemas.SET_1_19 if with_generation else schemas.SET_1_1)
+        self.validate_for_provider(uuid, data, self.body_schema(req))
         uuids = data["aggregates"] if with_generation else data
         given = data["resource_provider_generation"] if with_generation else None
         with explain({ProviderGenerationConflict: lambda e: GENERATION_CHANGED}):

@@ -17,15 +17,17 @@ import orjson
 from allotment import errors
 from allotment.candidates import engine
 from allotment.candidates.request import CandidateRequest, RequestGroup, Settings
-from allotment.handlers.base import Resource, require_version
+from allotment.handlers.base import Resource
 from allotment.http import filter_params, render
 from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.microversion import Version
+from allotment.http.operations import Operation, ok
 from allotment.http.request import Query, query, validate_query
 from allotment.ledger.errors import UnknownResourceClass
 from allotment.ledger.filters import AggregateFilter, TraitFilter
 from allotment.schemas import allocation_candidates as schemas
+from allotment.schemas import responses as r
 from allotment.schemas.common import GROUP_PATTERN, GROUP_PATTERN_1_33
 
 _GROUP_KEYS = "resources|required|member_of|in_tree"
@@ -270,9 +272,17 @@ def render_body(version: Version, request: CandidateRequest, result: engine.Resu
 
 
 class AllocationCandidates(Resource):
+    # ``parse_request`` validates the query string with ``query`` (as explain's does).
+    operations = {
+        "GET": Operation(
+            "List allocation candidates", (ok(200, r.ALLOCATION_CANDIDATES),),
+            rule="placement:allocation_candidates:list", since="allocation_candidates",
+            query=schemas.query_schema),
+    }
+
     def on_get(self, req: Request, resp: falcon.Response) -> None:
-        require_version(req, "allocation_candidates")
-        self.authorize(req, "placement:allocation_candidates:list")
+        self.require_version(req)
+        self.authorize(req)
         version = req.context.version
         request = parse_request(query(req), version)
         with explain({UnknownResourceClass: lambda e: "Invalid resource class in resources "

@@ -11,17 +11,19 @@ import falcon
 from oslo_config import cfg
 
 from allotment import errors
-from allotment.handlers.base import Resource, require_version
+from allotment.handlers.base import Resource
 from allotment.http import render
 from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.microversion import Version
+from allotment.http.operations import CONSUMER_PARAM, NO_BODY, WRITE_REFUSALS, Operation, ok
 from allotment.http.request import is_uuid_like, json_body, require_json
 from allotment.ledger import allocations
 from allotment.ledger.consumers import UNKNOWN_TYPE
 from allotment.ledger.errors import RetriesExhausted, UnknownResourceClass
 from allotment.ledger.providers import normalize_uuid
 from allotment.schemas import allocations as schemas
+from allotment.schemas import responses as r
 
 # How a lost race reads once the retries are used up (as upstream words it).
 RACE_PREFIX = "Inventory and/or allocations changed while attempting to allocate: "
@@ -79,12 +81,19 @@ def consumer_body(req: Request, found: allocations.ConsumerAllocations | None) -
 class Allocations(Resource):
     """POST /allocations: claims for several consumers, all or nothing."""
 
+    operations = {
+        "POST": Operation(
+            "Write the allocations of several consumers at once", (ok(204, NO_BODY),),
+            rule="placement:allocations:manage", since="post_allocations",
+            refusals=WRITE_REFUSALS, body=schemas.post_schema),
+    }
+
     def on_post(self, req: Request, resp: falcon.Response) -> None:
-        require_version(req, "post_allocations")
+        self.require_version(req)
         require_json(req)
-        self.authorize(req, "placement:allocations:manage")
+        self.authorize(req)
         version = req.context.version
-        data = json_body(req, schemas.post_schema(version))
+        data = json_body(req, self.body_schema(req))
         claims = [claim_from_body(uuid, entry, version, self.conf)
                   for uuid, entry in data.items()]
         with explain({UnknownResourceClass: lambda e: f"Unable to allocate inventory {e}",
@@ -95,8 +104,22 @@ class Allocations(Resource):
 
 
 class ConsumerAllocations(Resource):
+    operations = {
+        "GET": Operation(
+            "List a consumer's allocations", (ok(200, r.CONSUMER_ALLOCATIONS),),
+            rule="placement:allocations:list", path_params=CONSUMER_PARAM),
+        "PUT": Operation(
+            "Replace a consumer's allocations", (ok(204, NO_BODY),),
+            rule="placement:allocations:update", refusals=WRITE_REFUSALS,
+            path_params=CONSUMER_PARAM, body=schemas.put_schema),
+        "DELETE": Operation(
+            "Delete a consumer's allocations", (ok(204, NO_BODY),),
+            rule="placement:allocations:delete", refusals=(409,),
+            path_params=CONSUMER_PARAM),
+    }
+
     def on_get(self, req: Request, resp: falcon.Response, consumer_uuid: str) -> None:
-        self.authorize(req, "placement:allocations:list")
+        self.authorize(req)
         with self.db.read() as conn:
             found = allocations.for_consumer(conn, consumer_uuid)
         render.json_response(
@@ -105,12 +128,12 @@ class ConsumerAllocations(Resource):
 
     def on_put(self, req: Request, resp: falcon.Response, consumer_uuid: str) -> None:
         require_json(req)
-        self.authorize(req, "placement:allocations:update")
+        self.authorize(req)
         if not is_uuid_like(consumer_uuid):
             raise errors.BadRequest(f"Malformed consumer_uuid: {consumer_uuid}")
         consumer_uuid = normalize_uuid(consumer_uuid)
         version = req.context.version
-        data = json_body(req, schemas.put_schema(version))
+        data = json_body(req, self.body_schema(req))
         claim = claim_from_body(consumer_uuid, data, version, self.conf)
         with explain({UnknownResourceClass: lambda e: "Unable to allocate inventory for "
                                                       f"consumer {consumer_uuid}: {e}",
@@ -121,7 +144,7 @@ class ConsumerAllocations(Resource):
 
     def on_delete(self, req: Request, resp: falcon.Response,
                   consumer_uuid: str) -> None:
-        self.authorize(req, "placement:allocations:delete")
+        self.authorize(req)
         self.run_write(lambda conn: allocations.delete_for_consumer(
             conn, consumer_uuid), self.conf.placement.allocation_conflict_retry_count)
         render.no_content(resp)

@@ -18,8 +18,10 @@ from allotment import errors, policy
 from allotment.handlers.base import Resource
 from allotment.http import render
 from allotment.http.context import Request
+from allotment.http.operations import CONSUMER_PARAM, UUID_PARAM, Operation, Schema, ok
 from allotment.http.request import Query, query, validate_query
 from allotment.ledger import overview
+from allotment.schemas import responses as r
 from allotment.schemas.dashboard import (
     DEFAULT_PAGE,
     DEFAULT_RANKING,
@@ -31,6 +33,22 @@ from allotment.schemas.dashboard import (
     PROVIDERS_QUERY,
     SUMMARY_QUERY,
 )
+
+_OPTION = "[allotment] dashboard"
+
+
+def _operation(summary: str, schema: Schema, rule: str, query_string: Schema | None = None,
+               path_params: dict[str, Schema] | None = None) -> Operation:
+    """One of the dashboard's data routes: allotment's own, there only with the option."""
+    return Operation(
+        f"Dashboard: {summary} (allotment's own, with `{_OPTION} = True` only)",
+        (ok(200, schema),), rule=rule,
+        query=None if query_string is None else (lambda v: query_string),
+        path_params=path_params or {}, requires_option=_OPTION,
+        description=f"allotment's own, not Placement's (docs/dashboard.md). The route is "
+                    f"there only with `{_OPTION} = True`: otherwise it answers 404 as "
+                    f"an unknown path does. Policy rule `{rule}` (default: admin or "
+                    "reader).")
 
 
 def _number(q: Query, name: str, default: int, most: int) -> int:
@@ -50,24 +68,26 @@ def _page(q: Query) -> tuple[int, int]:
 
 
 class DashboardResource(Resource, abc.ABC):
-    """A GET that exists only with the dashboard on, checks ``rule``, answers ``read``."""
-
-    rule = ""
-    # The query string's schema (``allotment.schemas.dashboard``), checked before ``read``;
-    # the upper bounds it leaves open are ``_number``'s.
-    query_schema: dict = NO_QUERY
+    """A GET that exists only with the dashboard on, checks its rule, answers ``read``."""
 
     def on_get(self, req: Request, resp: falcon.Response, **params: str) -> None:
         if not self.conf.allotment.dashboard:
             # Exactly what a path without a route gets.
             req.context.bare_error = True
             raise falcon.HTTPRouteNotFound()
-        self.authorize(req, self.rule)
+        self.authorize(req)
         q = query(req)
-        validate_query(q, self.query_schema)
+        validate_query(q, self.query_schema(req))
         body = self.read(q, **params)
         render.json_response(req, resp, body, cache_headers=False)
         resp.set_header("Cache-Control", "no-store")
+
+    def query_schema(self, req: Request) -> Schema:
+        """The route's query schema (``allotment.schemas.dashboard``; the upper bounds
+        it leaves open are ``_number``'s); any query string where it declares none."""
+        if self.operation(req).query is None:
+            return NO_QUERY
+        return super().query_schema(req)
 
     @abc.abstractmethod
     def read(self, q: Query, **params: str) -> dict:
@@ -78,8 +98,10 @@ class Providers(DashboardResource):
     """Provider trees, a page at a time: ``limit``, ``offset``, ``q`` (name part or
     uuid), ``roots`` (comma-separated root uuids)."""
 
-    rule = policy.DASHBOARD_PROVIDERS
-    query_schema = PROVIDERS_QUERY
+    operations = {"GET": _operation(
+        "provider trees, a page at a time, each provider with its inventories (capacity, "
+        "used), traits, aggregates and first children", r.DASHBOARD_PROVIDERS,
+        policy.DASHBOARD_PROVIDERS, query_string=PROVIDERS_QUERY)}
 
     def read(self, q: Query, **params: str) -> dict:
         limit, offset = _page(q)
@@ -96,8 +118,10 @@ class ProviderChildren(DashboardResource):
     """A provider's children, a page at a time (``limit``, ``offset``): the rest of a
     tree too wide to come whole with its root."""
 
-    rule = policy.DASHBOARD_PROVIDERS
-    query_schema = PAGE_QUERY
+    operations = {"GET": _operation(
+        "a provider's children, a page at a time, each with its descendants",
+        r.DASHBOARD_CHILDREN, policy.DASHBOARD_PROVIDERS, query_string=PAGE_QUERY,
+        path_params=UUID_PARAM)}
 
     def read(self, q: Query, **params: str) -> dict:
         limit, offset = _page(q)
@@ -111,8 +135,9 @@ class Summary(DashboardResource):
     """Counts, totals per class, the ``limit`` fullest and emptiest providers (of
     ``resource_class`` only, when given)."""
 
-    rule = policy.DASHBOARD_USAGES
-    query_schema = SUMMARY_QUERY
+    operations = {"GET": _operation(
+        "counts, totals per resource class, the fullest and emptiest providers",
+        r.DASHBOARD_SUMMARY, policy.DASHBOARD_USAGES, query_string=SUMMARY_QUERY)}
 
     def read(self, q: Query, **params: str) -> dict:
         limit = _number(q, "limit", DEFAULT_RANKING, MAX_RANKING)
@@ -123,8 +148,9 @@ class Summary(DashboardResource):
 class Projects(DashboardResource):
     """Usage per project, a page of projects at a time (``limit``, ``offset``)."""
 
-    rule = policy.DASHBOARD_USAGES
-    query_schema = PAGE_QUERY
+    operations = {"GET": _operation(
+        "usage per project, a page of projects at a time", r.DASHBOARD_PROJECTS,
+        policy.DASHBOARD_USAGES, query_string=PAGE_QUERY)}
 
     def read(self, q: Query, **params: str) -> dict:
         limit, offset = _page(q)
@@ -137,7 +163,9 @@ class Projects(DashboardResource):
 class ConsumerTypes(DashboardResource):
     """The whole cloud's usage per consumer type."""
 
-    rule = policy.DASHBOARD_USAGES
+    operations = {"GET": _operation(
+        "the whole cloud's usage per consumer type", r.DASHBOARD_CONSUMER_TYPES,
+        policy.DASHBOARD_USAGES)}
 
     def read(self, q: Query, **params: str) -> dict:
         with self.db.read() as conn:
@@ -147,7 +175,9 @@ class ConsumerTypes(DashboardResource):
 class Consumer(DashboardResource):
     """One consumer's allocations, per provider with names (empty when it holds none)."""
 
-    rule = policy.DASHBOARD_USAGES
+    operations = {"GET": _operation(
+        "one consumer's allocations, per provider with names (none: empty allocations)",
+        r.DASHBOARD_CONSUMER, policy.DASHBOARD_USAGES, path_params=CONSUMER_PARAM)}
 
     def read(self, q: Query, **params: str) -> dict:
         consumer_uuid = params["consumer_uuid"].strip().lower()

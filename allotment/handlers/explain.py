@@ -22,12 +22,15 @@ from allotment.handlers.allocation_candidates import (
     render_body,
     settings_from_conf,
 )
-from allotment.handlers.base import Resource, require_version
+from allotment.handlers.base import Resource
 from allotment.http import render
 from allotment.http.context import Request
 from allotment.http.errors import explain as word_refusals
+from allotment.http.operations import Operation, Schema, ok
 from allotment.http.request import Query, excerpt, query
 from allotment.ledger.errors import UnknownResourceClass
+from allotment.schemas import allocation_candidates as candidates
+from allotment.schemas import responses as r
 
 EXPLAIN_LIMIT = "explain_limit"
 DEFAULT_EXPLAIN_LIMIT = 10
@@ -57,10 +60,27 @@ def take_explain_limit(q: Query) -> int:
     return int(value)
 
 
+def _with_explain_limit(query: Schema) -> Schema:
+    """The candidates query string, plus explain's own ``explain_limit``."""
+    limit = {"type": "string", "pattern": "^[0-9]{1,4}$",
+             "description": f"Excluded trees described in full, 1 to {MAX_EXPLAIN_LIMIT} "
+                            f"(default {DEFAULT_EXPLAIN_LIMIT})."}
+    return {**query, "properties": {**query.get("properties", {}), EXPLAIN_LIMIT: limit}}
+
+
 class ExplainAllocationCandidates(Resource):
+    # What the document says; ``take_explain_limit`` and ``parse_request`` check it.
+    operations = {
+        "GET": Operation(
+            "Allocation candidates, and why each tree that did not qualify was left out "
+            "(allotment's own)", (ok(200, r.EXPLAIN_CANDIDATES),),
+            rule="placement:allocation_candidates:list", since="allocation_candidates",
+            query=lambda v: _with_explain_limit(candidates.query_schema(v))),
+    }
+
     def on_get(self, req: Request, resp: falcon.Response) -> None:
-        require_version(req, "allocation_candidates")
-        self.authorize(req, "placement:allocation_candidates:list")
+        self.require_version(req)
+        self.authorize(req)
         version = req.context.version
         q = query(req)
         sample_limit = take_explain_limit(q)

@@ -15,6 +15,14 @@ from allotment.handlers.base import Resource
 from allotment.http import render
 from allotment.http.context import Request
 from allotment.http.errors import explain
+from allotment.http.operations import (
+    NO_BODY,
+    RC_PARAM,
+    UUID_PARAM,
+    WRITE_REFUSALS,
+    Operation,
+    ok,
+)
 from allotment.http.request import json_body, require_json
 from allotment.ledger import inventories, providers
 from allotment.ledger.errors import (
@@ -27,6 +35,7 @@ from allotment.ledger.errors import (
     UnknownResourceClass,
 )
 from allotment.schemas import inventories as schemas
+from allotment.schemas import responses as r
 
 
 def _inventory_url(req: Request, uuid: str, resource_class: str) -> str:
@@ -67,10 +76,27 @@ def _missing_provider(uuid: str) -> Callable[[ProviderNotFound], str]:
 
 
 class ProviderInventories(Resource):
-    method_gates = {"DELETE": "delete_all_inventories"}
+    operations = {
+        "GET": Operation(
+            "List a provider's inventories", (ok(200, r.INVENTORIES),),
+            rule="placement:resource_providers:inventories:list", path_params=UUID_PARAM),
+        "POST": Operation(
+            "Create one inventory", (ok(201, r.INVENTORY, "Created", location=True),),
+            rule="placement:resource_providers:inventories:create", refusals=WRITE_REFUSALS,
+            path_params=UUID_PARAM, body=lambda v: schemas.CREATE),
+        "PUT": Operation(
+            "Replace all inventories", (ok(200, r.INVENTORIES),),
+            rule="placement:resource_providers:inventories:update", refusals=WRITE_REFUSALS,
+            path_params=UUID_PARAM, body=lambda v: schemas.REPLACE),
+        "DELETE": Operation(
+            "Delete all inventories", (ok(204, NO_BODY),),
+            rule="placement:resource_providers:inventories:delete",
+            since="delete_all_inventories", gated_by_method=True, refusals=(409,),
+            path_params=UUID_PARAM),
+    }
 
     def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        self.authorize(req, "placement:resource_providers:inventories:list")
+        self.authorize(req)
         with explain({ProviderNotFound: _missing_provider(uuid)}), self.db.read() as conn:
             provider = providers.require(conn, uuid)
             records = inventories.get_inventories(conn, provider.id)
@@ -78,9 +104,9 @@ class ProviderInventories(Resource):
 
     def on_post(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         require_json(req)
-        self.authorize(req, "placement:resource_providers:inventories:create")
+        self.authorize(req)
         data = json_body(req)
-        self.validate_for_provider(uuid, data, schemas.CREATE)
+        self.validate_for_provider(uuid, data, self.body_schema(req))
         inv = inventories.from_request(data["resource_class"], data)
         prefix = f"Unable to create inventory for resource provider {uuid}: "
         with explain({InvalidCapacity: lambda e: prefix + str(e),
@@ -92,9 +118,9 @@ class ProviderInventories(Resource):
 
     def on_put(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         require_json(req)
-        self.authorize(req, "placement:resource_providers:inventories:update")
+        self.authorize(req)
         data = json_body(req)
-        self.validate_for_provider(uuid, data, schemas.REPLACE)
+        self.validate_for_provider(uuid, data, self.body_schema(req))
         records = [inventories.from_request(name, fields)
                    for name, fields in data["inventories"].items()]
         with explain({
@@ -111,17 +137,32 @@ class ProviderInventories(Resource):
         _send_set(req, resp, generation, records, from_db=False)
 
     def on_delete(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        self.require_method(req)
-        self.authorize(req, "placement:resource_providers:inventories:delete")
+        self.require_version(req)
+        self.authorize(req)
         self.run_write(lambda conn: inventories.replace_all(
             conn, uuid, None, [], reserved_may_equal_total=True))
         render.no_content(resp)
 
 
 class ProviderInventory(Resource):
+    operations = {
+        "GET": Operation(
+            "Show one inventory", (ok(200, r.INVENTORY),),
+            rule="placement:resource_providers:inventories:show",
+            path_params=UUID_PARAM | RC_PARAM),
+        "PUT": Operation(
+            "Update one inventory", (ok(200, r.INVENTORY),),
+            rule="placement:resource_providers:inventories:update", refusals=WRITE_REFUSALS,
+            path_params=UUID_PARAM | RC_PARAM, body=lambda v: schemas.INVENTORY),
+        "DELETE": Operation(
+            "Delete one inventory", (ok(204, NO_BODY),),
+            rule="placement:resource_providers:inventories:delete", refusals=(409,),
+            path_params=UUID_PARAM | RC_PARAM),
+    }
+
     def on_get(self, req: Request, resp: falcon.Response, uuid: str,
                resource_class: str) -> None:
-        self.authorize(req, "placement:resource_providers:inventories:show")
+        self.authorize(req)
         with explain({ProviderNotFound: _missing_provider(uuid)}), self.db.read() as conn:
             provider = providers.require(conn, uuid)
             records = inventories.get_inventories(conn, provider.id)
@@ -133,9 +174,9 @@ class ProviderInventory(Resource):
     def on_put(self, req: Request, resp: falcon.Response, uuid: str,
                resource_class: str) -> None:
         require_json(req)
-        self.authorize(req, "placement:resource_providers:inventories:update")
+        self.authorize(req)
         data = json_body(req)
-        self.validate_for_provider(uuid, data, schemas.INVENTORY)
+        self.validate_for_provider(uuid, data, self.body_schema(req))
         inv = inventories.from_request(resource_class, data)
         with explain({
             ProviderGenerationConflict: lambda e: "resource provider generation conflict",
@@ -151,7 +192,7 @@ class ProviderInventory(Resource):
 
     def on_delete(self, req: Request, resp: falcon.Response, uuid: str,
                   resource_class: str) -> None:
-        self.authorize(req, "placement:resource_providers:inventories:delete")
+        self.authorize(req)
         missing = f"No inventory of class {resource_class} found for delete"
         with explain({
             ResourceClassNotFound: lambda e: f"{missing}: {e}",

@@ -17,6 +17,8 @@ from allotment import openapi
 from allotment.handlers.base import Resource
 from allotment.http import render
 from allotment.http.context import Request
+from allotment.http.operations import Operation, ok
+from allotment.schemas import responses as r
 from allotment.services import Services
 
 # URI template -> handler class, as ``allotment.wsgi.ROUTES`` lists them.
@@ -30,6 +32,10 @@ def _document(routes: RouteTable) -> bytes:
 
 
 class OpenAPIDocument(Resource):
+    operations = {
+        "GET": Operation("This OpenAPI document (no token needed)", (ok(200, r.OPENAPI),)),
+    }
+
     def __init__(self, services: Services,
                  routes: Iterable[tuple[str, type[Resource]]] = ()) -> None:
         super().__init__(services)

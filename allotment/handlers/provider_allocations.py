@@ -8,13 +8,21 @@ from allotment.handlers.base import Resource
 from allotment.http import render
 from allotment.http.context import Request
 from allotment.http.errors import explain
+from allotment.http.operations import UUID_PARAM, Operation, ok
 from allotment.ledger import allocations, providers
 from allotment.ledger.errors import ProviderNotFound
+from allotment.schemas import responses as r
 
 
 class ProviderAllocations(Resource):
+    operations = {
+        "GET": Operation(
+            "List the allocations against a provider", (ok(200, r.PROVIDER_ALLOCATIONS),),
+            rule="placement:resource_providers:allocations:list", path_params=UUID_PARAM),
+    }
+
     def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        self.authorize(req, "placement:resource_providers:allocations:list")
+        self.authorize(req)
         with explain({ProviderNotFound: lambda e: f"Resource provider '{uuid}' not found: {e}"}), \
                 self.db.read() as conn:
             provider = providers.require(conn, uuid)

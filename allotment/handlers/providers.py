@@ -8,6 +8,7 @@ from allotment.handlers.base import Resource
 from allotment.http import filter_params, render
 from allotment.http.context import Request
 from allotment.http.errors import explain
+from allotment.http.operations import NO_BODY, UUID_PARAM, WRITE_REFUSALS, Operation, ok
 from allotment.http.request import json_body, query, require_json, validate_query
 from allotment.ledger import providers
 from allotment.ledger.errors import (
@@ -17,6 +18,7 @@ from allotment.ledger.errors import (
     UnknownTraits,
 )
 from allotment.schemas import providers as schemas
+from allotment.schemas import responses as r
 
 
 def provider_links(req: Request, uuid: str) -> list[dict]:
@@ -54,11 +56,23 @@ def _last_modified(items: list[providers.Provider]):
 
 
 class ProviderCollection(Resource):
+    operations = {
+        "GET": Operation(
+            "List resource providers", (ok(200, r.PROVIDERS),),
+            rule="placement:resource_providers:list", query=schemas.list_schema),
+        "POST": Operation(
+            "Create a resource provider",
+            (ok(201, NO_BODY, "Created", last=19, location=True),
+             ok(200, r.PROVIDER, "Created", first=20, location=True)),
+            rule="placement:resource_providers:create", refusals=WRITE_REFUSALS,
+            body=lambda v: schemas.CREATE_1_14 if v.has("provider_tree") else schemas.CREATE),
+    }
+
     def on_get(self, req: Request, resp: falcon.Response) -> None:
-        self.authorize(req, "placement:resource_providers:list")
+        self.authorize(req)
         version = req.context.version
         q = query(req)
-        validate_query(q, schemas.list_schema(version))
+        validate_query(q, self.query_schema(req))
         # An empty name filters nothing, as upstream.
         filter_ = providers.ProviderQuery(name=q.get("name") or None, uuid=q.get("uuid"))
         if "member_of" in q and version.has("member_of"):
@@ -79,10 +93,9 @@ class ProviderCollection(Resource):
 
     def on_post(self, req: Request, resp: falcon.Response) -> None:
         require_json(req)
-        self.authorize(req, "placement:resource_providers:create")
+        self.authorize(req)
         version = req.context.version
-        data = json_body(req, schemas.CREATE_1_14 if version.has("provider_tree")
-                         else schemas.CREATE)
+        data = json_body(req, self.body_schema(req))
         provider = self.run_write(lambda conn: providers.create(
             conn, data["name"], data.get("uuid"), data.get("parent_provider_uuid")))
         resp.set_header("Location", f"{req.env.get('SCRIPT_NAME', '')}"
@@ -96,8 +109,23 @@ class ProviderCollection(Resource):
 
 
 class Provider(Resource):
+    operations = {
+        "GET": Operation(
+            "Show a resource provider", (ok(200, r.PROVIDER),),
+            rule="placement:resource_providers:show", path_params=UUID_PARAM),
+        "PUT": Operation(
+            "Update (rename, re-parent) a resource provider", (ok(200, r.PROVIDER),),
+            rule="placement:resource_providers:update", refusals=WRITE_REFUSALS,
+            path_params=UUID_PARAM,
+            body=lambda v: schemas.UPDATE_1_14 if v.has("provider_tree") else schemas.UPDATE),
+        "DELETE": Operation(
+            "Delete a resource provider", (ok(204, NO_BODY),),
+            rule="placement:resource_providers:delete", refusals=(409,),
+            path_params=UUID_PARAM),
+    }
+
     def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        self.authorize(req, "placement:resource_providers:show")
+        self.authorize(req)
         with self.db.read() as conn:
             provider = providers.require(conn, uuid)
         render.json_response(req, resp, provider_body(req, provider),
@@ -105,10 +133,9 @@ class Provider(Resource):
 
     def on_put(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         require_json(req)
-        self.authorize(req, "placement:resource_providers:update")
+        self.authorize(req)
         version = req.context.version
-        data = json_body(req, schemas.UPDATE_1_14 if version.has("provider_tree")
-                         else schemas.UPDATE)
+        data = json_body(req, self.body_schema(req))
         with explain({DuplicateProvider: lambda e: f"Conflicting resource provider {e.value} "
                                                    "already exists."}):
             provider = self.run_write(lambda conn: providers.update(
@@ -119,7 +146,7 @@ class Provider(Resource):
                              last_modified=_last_modified([provider]))
 
     def on_delete(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        self.authorize(req, "placement:resource_providers:delete")
+        self.authorize(req)
         with explain({ProviderNotFound: lambda e: f"{e} for delete"}):
             self.run_write(lambda conn: providers.delete(conn, uuid))
         render.no_content(resp)

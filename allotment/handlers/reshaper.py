@@ -5,10 +5,11 @@ from __future__ import annotations
 import falcon
 
 from allotment.handlers.allocations import claim_from_body
-from allotment.handlers.base import Resource, require_version
+from allotment.handlers.base import Resource
 from allotment.http import render
 from allotment.http.context import Request
 from allotment.http.errors import explain
+from allotment.http.operations import NO_BODY, WRITE_REFUSALS, Operation, ok
 from allotment.http.request import json_body, require_json
 from allotment.ledger import reshaper
 from allotment.ledger.errors import InventoryInUse, RetriesExhausted, UnknownResourceClass
@@ -16,12 +17,19 @@ from allotment.schemas import reshaper as schemas
 
 
 class Reshaper(Resource):
+    operations = {
+        "POST": Operation(
+            "Move inventories and allocations between providers at once", (ok(204, NO_BODY),),
+            rule="placement:reshaper:reshape", since="reshaper", refusals=WRITE_REFUSALS,
+            body=schemas.reshape_schema),
+    }
+
     def on_post(self, req: Request, resp: falcon.Response) -> None:
-        require_version(req, "reshaper")
+        self.require_version(req)
         require_json(req)
-        self.authorize(req, "placement:reshaper:reshape")
+        self.authorize(req)
         version = req.context.version
-        data = json_body(req, schemas.reshape_schema(version))
+        data = json_body(req, self.body_schema(req))
         new_inventories = [
             reshaper.NewInventory(provider_uuid=rp_uuid,
                                   generation=entry["resource_provider_generation"],

@@ -7,9 +7,13 @@ import falcon
 from allotment.handlers.base import Resource
 from allotment.http import microversion, render
 from allotment.http.context import Request
+from allotment.http.operations import Operation, ok
+from allotment.schemas import responses as r
 
 
 class Root(Resource):
+    operations = {"GET": Operation("Version discovery (no token needed)", (ok(200, r.ROOT),))}
+
     def on_get(self, req: Request, resp: falcon.Response) -> None:
         body = {"versions": [{
             "id": "v1.0",

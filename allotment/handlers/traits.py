@@ -7,10 +7,18 @@ from typing import Any
 import falcon
 
 from allotment import errors
-from allotment.handlers.base import GENERATION_CHANGED, Resource, require_version
+from allotment.handlers.base import GENERATION_CHANGED, Resource
 from allotment.http import render
 from allotment.http.context import Request
 from allotment.http.errors import explain
+from allotment.http.operations import (
+    NAME_PARAM,
+    NO_BODY,
+    UUID_PARAM,
+    WRITE_REFUSALS,
+    Operation,
+    ok,
+)
 from allotment.http.request import json_body, query, require_json, validate, validate_query
 from allotment.ledger import providers, traits
 from allotment.ledger.errors import (
@@ -19,6 +27,7 @@ from allotment.ledger.errors import (
     TraitNotFound,
     UnknownTraits,
 )
+from allotment.schemas import responses as r
 from allotment.schemas import traits as schemas
 
 _INVALID_TRAIT = (
@@ -49,11 +58,17 @@ def _name_filter(value: str) -> dict[str, Any]:
 
 
 class TraitCollection(Resource):
+    operations = {
+        "GET": Operation(
+            "List traits", (ok(200, r.TRAITS),), rule="placement:traits:list",
+            since="traits", query=lambda v: schemas.LIST),
+    }
+
     def on_get(self, req: Request, resp: falcon.Response) -> None:
-        require_version(req, "traits")
-        self.authorize(req, "placement:traits:list")
+        self.require_version(req)
+        self.authorize(req)
         q = query(req)
-        validate_query(q, schemas.LIST)
+        validate_query(q, self.query_schema(req))
         filters: dict[str, Any] = {}
         if "name" in q:
             filters = _name_filter(q.value("name"))
@@ -70,9 +85,23 @@ class TraitCollection(Resource):
 
 
 class Trait(Resource):
+    operations = {
+        "GET": Operation(
+            "Check that a trait exists", (ok(204, NO_BODY),), rule="placement:traits:show",
+            since="traits", path_params=NAME_PARAM),
+        "PUT": Operation(
+            "Create a custom trait", (ok(201, NO_BODY, "Created", location=True),
+                                      ok(204, NO_BODY, "Already there", location=True)),
+            rule="placement:traits:update", since="traits", refusals=(400,),
+            path_params=NAME_PARAM),
+        "DELETE": Operation(
+            "Delete a custom trait", (ok(204, NO_BODY),), rule="placement:traits:delete",
+            since="traits", refusals=WRITE_REFUSALS, path_params=NAME_PARAM),
+    }
+
     def on_get(self, req: Request, resp: falcon.Response, name: str) -> None:
-        require_version(req, "traits")
-        self.authorize(req, "placement:traits:show")
+        self.require_version(req)
+        self.authorize(req)
         # Upstream catches a missing trait here (so its 404 carries Vary).
         with explain({TraitNotFound: str}), self.db.read() as conn:
             trait = traits.require(conn, name)
@@ -81,8 +110,8 @@ class Trait(Resource):
             render.set_cache_headers(resp, trait.created_at)
 
     def on_put(self, req: Request, resp: falcon.Response, name: str) -> None:
-        require_version(req, "traits")
-        self.authorize(req, "placement:traits:update")
+        self.require_version(req)
+        self.authorize(req)
         try:
             validate(name, schemas.CUSTOM_TRAIT)
         except errors.BadRequest:
@@ -95,22 +124,38 @@ class Trait(Resource):
             render.set_cache_headers(resp, trait.created_at)
 
     def on_delete(self, req: Request, resp: falcon.Response, name: str) -> None:
-        require_version(req, "traits")
-        self.authorize(req, "placement:traits:delete")
+        self.require_version(req)
+        self.authorize(req)
         with explain({TraitNotFound: str}):
             self.run_write(lambda conn: traits.delete(conn, name))
         render.no_content(resp)
 
 
 class ProviderTraits(Resource):
+    operations = {
+        "GET": Operation(
+            "List a provider's traits", (ok(200, r.PROVIDER_TRAITS),),
+            rule="placement:resource_providers:traits:list", since="traits",
+            path_params=UUID_PARAM),
+        "PUT": Operation(
+            "Replace a provider's traits", (ok(200, r.PROVIDER_TRAITS),),
+            rule="placement:resource_providers:traits:update", since="traits",
+            refusals=WRITE_REFUSALS, path_params=UUID_PARAM,
+            body=lambda v: schemas.SET_PROVIDER_TRAITS),
+        "DELETE": Operation(
+            "Remove all of a provider's traits", (ok(204, NO_BODY),),
+            rule="placement:resource_providers:traits:delete", since="traits",
+            refusals=(409,), path_params=UUID_PARAM),
+    }
+
     def _send(self, req: Request, resp: falcon.Response, generation: int,
               found: list[traits.Trait]) -> None:
         body = {**_traits_body(found), "resource_provider_generation": generation}
         render.json_response(req, resp, body, last_modified=_last_modified(found))
 
     def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        require_version(req, "traits")
-        self.authorize(req, "placement:resource_providers:traits:list")
+        self.require_version(req)
+        self.authorize(req)
         with explain({ProviderNotFound: lambda e: f"No resource provider with uuid {uuid} "
                                                   f"found: {e}"}), self.db.read() as conn:
             provider = providers.require(conn, uuid)
@@ -118,10 +163,10 @@ class ProviderTraits(Resource):
         self._send(req, resp, provider.generation, found)
 
     def on_put(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        require_version(req, "traits")
+        self.require_version(req)
         require_json(req)
-        self.authorize(req, "placement:resource_providers:traits:update")
-        data = json_body(req, schemas.SET_PROVIDER_TRAITS)
+        self.authorize(req)
+        data = json_body(req, self.body_schema(req))
         with explain({ProviderGenerationConflict: lambda e: GENERATION_CHANGED,
                       UnknownTraits: lambda e: f"No such trait {', '.join(e.names)}"}):
             generation, found = self.run_write(lambda conn: (
@@ -130,7 +175,7 @@ class ProviderTraits(Resource):
         self._send(req, resp, generation, found)
 
     def on_delete(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        require_version(req, "traits")
-        self.authorize(req, "placement:resource_providers:traits:delete")
+        self.require_version(req)
+        self.authorize(req)
         self.run_write(lambda conn: traits.clear_for_provider(conn, uuid))
         render.no_content(resp)
