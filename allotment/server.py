@@ -6,10 +6,11 @@ serves with waitress: one I/O thread reads every connection without
 blocking and buffers whole requests (line, headers and body); only a
 complete request reaches the application threads. A client that sends half
 a request, or nothing at all, costs a socket and a little memory, never a
-thread, and is cut off when its time is up (``ConnectionTimeouts``).
+thread, and is cut off when its time is up (``ConnectionLimits``).
 
-Every refusal the HTTP layer makes itself (malformed request, headers or
-body too large) is answered in the Placement error format with a request id.
+Every refusal the HTTP layer makes itself (malformed or ambiguous request,
+headers or body too large) is answered in the Placement error format with a
+request id, and the connection is closed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import gc
 import json
 import logging
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -29,9 +31,16 @@ from gunicorn.workers.base import Worker
 from waitress import wasyncore
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
+from waitress.parser import HTTPRequestParser, ParsingError
 from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
-from waitress.utilities import RequestEntityTooLarge, RequestHeaderFieldsTooLarge
+from waitress.utilities import (
+    BadRequest,
+    Error,
+    RequestEntityTooLarge,
+    RequestHeaderFieldsTooLarge,
+    find_double_newline,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -62,7 +71,7 @@ def _refusal_detail(error) -> str:
     if isinstance(error, RequestHeaderFieldsTooLarge):
         return "The request line and headers are larger than this server accepts."
     reason = str(getattr(error, "body", "") or "")
-    if "content-length" in reason.lower():
+    if reason == "Content-Length is invalid":
         return "content-length header must be an integer"
     # waitress's reasons are short and never echo the request.
     return f"The request could not be parsed: {reason[:200]}"
@@ -106,11 +115,89 @@ class PlacementTask(WSGITask):
         return environ
 
 
+# A line feed without its carriage return, in the request line or headers.
+_BARE_LF = re.compile(rb"(?<!\r)\n")
+# A chunk-size line is a few hex digits, perhaps with an extension.
+MAX_CHUNK_SIZE_LINE = 1024
+
+
+class PlacementParser(HTTPRequestParser):
+    """waitress's request parser, refusing what it would read in two ways or wait on.
+
+    A refused request is complete at once (its refusal is answered and the
+    connection closed): nothing sent after it is read as another request.
+    """
+
+    # waitress's attributes this class sets (annotations only: its defaults stay).
+    completed: bool
+    headers_finished: bool
+    error: Error | None
+    headers: dict[str, str]
+
+    def received(self, data: bytes) -> int:
+        if self.completed:
+            return 0
+        if self.body_rcv is None and self._bare_lf(data):
+            # waitress waits for a CRLF CRLF that will never come.
+            self._refuse(BadRequest("bare LF line ending: lines must end with CRLF"))
+            return len(data)
+        consumed: int = super().received(data)
+        if self.chunked and not self.completed:
+            self._check_chunks()
+        if self.completed:
+            # Complete (no body) or refused: the answer comes now, never a 100 first.
+            self.expect_continue = False
+        if self.error is not None:
+            return len(data)
+        return consumed
+
+    def parse_header(self, header_plus: bytes) -> None:
+        super().parse_header(header_plus)
+        # RFC 9112 6.1: both lengths make the body's end ambiguous (request
+        # smuggling behind a proxy that reads Content-Length); HTTP/1.0 has no
+        # transfer codings, so there any Transfer-Encoding is (waitress pops it
+        # only for HTTP/1.1).
+        if self.chunked and "CONTENT_LENGTH" in self.headers:
+            raise ParsingError("Content-Length and Transfer-Encoding are both set")
+        if "TRANSFER_ENCODING" in self.headers:
+            raise ParsingError(f"Transfer-Encoding is not allowed in HTTP/{self.version}")
+
+    def _bare_lf(self, data: bytes) -> bool:
+        """Whether ``data`` adds a bare LF to the request line or headers."""
+        whole = self.header_plus + data
+        end = find_double_newline(whole)
+        return _BARE_LF.search(whole, len(self.header_plus),
+                               end if end >= 0 else len(whole)) is not None
+
+    def _check_chunks(self) -> None:
+        chunks = self.body_rcv
+        max_body = self.adj.max_request_body_size
+        # waitress counts only the bytes received: a chunk declared larger
+        # than the limit would be waited for, byte after byte.
+        if chunks.__len__() + chunks.chunk_remainder >= max_body:
+            self._refuse(RequestEntityTooLarge(f"exceeds max_body of {max_body}"))
+        elif len(chunks.control_line) > MAX_CHUNK_SIZE_LINE:
+            self._refuse(BadRequest("chunk-size line too long"))
+        elif len(chunks.trailer) > self.adj.max_request_header_size:
+            self._refuse(BadRequest("chunked trailer too long"))
+
+    def _refuse(self, error: Error) -> None:
+        if not self.headers_finished:
+            # What the error answer needs of a request (waitress does the same
+            # for headers that are too large).
+            self.headers = {}
+            HTTPRequestParser.parse_header(self, b"GET / HTTP/1.0\r\n")
+            self.headers_finished = True
+        self.error = error
+        self.completed = True
+
+
 class PlacementChannel(HTTPChannel):
     """A connection that remembers when its current request began."""
 
     task_class = PlacementTask
     error_task_class = PlacementErrorTask
+    parser_class = PlacementParser
     request_started = 0.0
     served = False
 
