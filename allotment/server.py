@@ -6,7 +6,10 @@ serves with waitress: one I/O thread reads every connection without
 blocking and buffers whole requests (line, headers and body); only a
 complete request reaches the application threads. A client that sends half
 a request, or nothing at all, costs a socket and a little memory, never a
-thread, and is cut off when its time is up (``ConnectionLimits``).
+thread, and is cut off when its time is up (``ConnectionLimits``). So is a
+client that stops reading its answer; meanwhile its answer is buffered
+within per-connection and per-worker bounds (``ANSWER_BUDGET``), beyond
+which its thread waits for the client until the cut-off lets it go.
 
 Every refusal the HTTP layer makes itself (malformed or ambiguous request,
 headers or body too large) is answered in the Placement error format with a
@@ -192,6 +195,21 @@ class PlacementParser(HTTPRequestParser):
         self.completed = True
 
 
+# What the clients' answers not yet sent may take, in memory and temporary
+# files. A slow client's answer is buffered, so that its application thread
+# serves others meanwhile, up to:
+# - one connection's: waitress's high watermark, which it checks only before
+#   each write, so an answer is written in pieces to be held to it;
+OUTBUF_HIGH_WATERMARK = 64 * 1024 * 1024
+WRITE_PIECE = 1024 * 1024
+# - all of a worker's connections': beyond it, the thread of an answer whose
+#   client has not taken the last piece yet waits for it (or for its cut-off).
+ANSWER_BUDGET = 128 * 1024 * 1024
+BUDGET_RECHECK = 0.25  # seconds; other connections' progress wakes no one
+# Beyond this a buffered answer is in a temporary file, not in memory.
+OUTBUF_OVERFLOW = 1024 * 1024
+
+
 class PlacementChannel(HTTPChannel):
     """A connection that remembers when its current request began."""
 
@@ -210,6 +228,41 @@ class PlacementChannel(HTTPChannel):
         self.served = True
         super().service()
 
+    def readable(self) -> bool:
+        # Closed by maintenance while the poll was being set up.
+        return self.socket is not None and bool(super().readable())
+
+    def writable(self) -> bool:
+        return self.socket is not None and bool(super().writable())
+
+    def write_soon(self, data: bytes) -> int:
+        if not isinstance(data, bytes) or len(data) <= WRITE_PIECE:
+            written: int = super().write_soon(data)
+            return written
+        for start in range(0, len(data), WRITE_PIECE):
+            self._wait_for_budget()
+            super().write_soon(data[start:start + WRITE_PIECE])
+        return len(data)
+
+    def _wait_for_budget(self) -> None:
+        """Over the worker's answer budget, buffer more only once the client has
+        taken what was buffered: a client that reads goes on at its pace, one that
+        stalls is cut off. (Less than send_bytes is left for the task to send.)"""
+        while self.connected and self.total_outbufs_len >= self.adj.send_bytes \
+                and buffered_answers(self._map) >= ANSWER_BUDGET:
+            with self.outbuf_lock:
+                self.outbuf_lock.wait(BUDGET_RECHECK)
+
+    def cut_off(self) -> None:
+        """Close now: frees the buffered answer and wakes a thread waiting to write."""
+        self.will_close = True
+        self.handle_close()
+
+
+def buffered_answers(socket_map: dict) -> int:
+    """Bytes of answers a worker holds for its clients (memory and temporary files)."""
+    return sum(getattr(channel, "total_outbufs_len", 0) for channel in list(socket_map.values()))
+
 
 class PlacementServer(TcpWSGIServer):
     """A listener whose maintenance enforces ``ConnectionLimits``' timeouts."""
@@ -220,17 +273,25 @@ class PlacementServer(TcpWSGIServer):
     def maintenance(self, now: float) -> None:
         limits = self.limits
         for channel in list(self.active_channels.values()):
-            if _overdue(channel, now, limits):
-                channel.will_close = True
+            if not _overdue(channel, now, limits):
+                continue
+            if channel.total_outbufs_len:
+                LOG.info("%s stopped reading its answer: closed after %g s without progress "
+                         "(%d bytes unsent)", channel.addr[0], limits.request_timeout,
+                         channel.total_outbufs_len)
+            # Closed here rather than flagged for the poll: a client that does
+            # not read never makes its socket writable again.
+            channel.cut_off()
 
 
 def _overdue(channel: PlacementChannel, now: float, limits: ConnectionLimits) -> bool:
     """Whether a connection has had its time (checked once a second)."""
+    if channel.total_outbufs_len > 0:
+        # An answer waits for the client to read it (its application thread
+        # may still be writing): cut off once it makes no progress.
+        return channel.last_activity < now - limits.request_timeout
     if channel.requests:
-        # Being served: only a client that stopped reading its answer is cut off.
-        stalled = channel.total_outbufs_len > 0 and \
-            channel.last_activity < now - limits.request_timeout
-        return bool(stalled)
+        return False  # being answered
     if channel.request is not None:
         # Half-sent: the whole request must arrive within the request timeout.
         return channel.request_started < now - limits.request_timeout
@@ -240,27 +301,37 @@ def _overdue(channel: PlacementChannel, now: float, limits: ConnectionLimits) ->
     return channel.last_activity < now - limits.keepalive_timeout
 
 
+def adjustments_for(limits: ConnectionLimits, threads: int, backlog: int,
+                    **listen) -> Adjustments:
+    """waitress's settings for a worker (``listen``: its sockets, or host and port)."""
+    return Adjustments(
+        threads=threads,
+        connection_limit=limits.connection_limit,
+        max_request_header_size=limits.max_request_header_size,
+        max_request_body_size=limits.max_request_body_size,
+        # Our maintenance applies the timeouts; waitress's own is a backstop.
+        channel_timeout=max(limits.request_timeout, limits.keepalive_timeout) * 4,
+        cleanup_interval=1,
+        outbuf_high_watermark=OUTBUF_HIGH_WATERMARK,
+        outbuf_overflow=OUTBUF_OVERFLOW,
+        asyncore_use_poll=True,
+        # Read ahead while a request is served, so that a client that has
+        # gone is seen (waitress.client_disconnected: searches stop).
+        channel_request_lookahead=1,
+        backlog=backlog,
+        ident="",
+        **listen,
+    )
+
+
 class WaitressWorker(Worker):
     """A gunicorn worker process that serves its listeners with waitress."""
 
     def run(self) -> None:
         limits: ConnectionLimits = getattr(self.app, "limits", ConnectionLimits())
-        adjustments = Adjustments(
-            sockets=[listener.sock for listener in self.sockets],
-            threads=self.cfg.threads,
-            connection_limit=limits.connection_limit,
-            max_request_header_size=limits.max_request_header_size,
-            max_request_body_size=limits.max_request_body_size,
-            # Our maintenance applies the timeouts; waitress's own is a backstop.
-            channel_timeout=max(limits.request_timeout, limits.keepalive_timeout) * 4,
-            cleanup_interval=1,
-            asyncore_use_poll=True,
-            # Read ahead while a request is served, so that a client that has
-            # gone is seen (waitress.client_disconnected: searches stop).
-            channel_request_lookahead=1,
-            backlog=self.cfg.backlog,
-            ident="",
-        )
+        adjustments = adjustments_for(
+            limits, threads=self.cfg.threads, backlog=self.cfg.backlog,
+            sockets=[listener.sock for listener in self.sockets])
         socket_map: dict = {}
         dispatcher = ThreadedTaskDispatcher()
         dispatcher.set_thread_count(adjustments.threads)
