@@ -13,11 +13,15 @@ which its thread waits for the client until the cut-off lets it go.
 
 Every refusal the HTTP layer makes itself (malformed or ambiguous request,
 headers or body too large) is answered in the Placement error format with a
-request id, and the connection is closed.
+request id, and the connection is closed. A worker out of file descriptors
+pauses accepting rather than retrying at once; its ``connection_limit`` is
+kept within RLIMIT_NOFILE.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import gc
 import json
 import logging
@@ -264,11 +268,24 @@ def buffered_answers(socket_map: dict) -> int:
     return sum(getattr(channel, "total_outbufs_len", 0) for channel in list(socket_map.values()))
 
 
+# accept() errors that say the process (or system) is out of descriptors or
+# memory: retrying at once fails the same way.
+_SHORT_OF_DESCRIPTORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+# How long a listener stops accepting after such an error.
+ACCEPT_PAUSE = 0.5
+# While short, one warning line at most this often.
+SHORT_WARNING_INTERVAL = 30.0
+
+
 class PlacementServer(TcpWSGIServer):
-    """A listener whose maintenance enforces ``ConnectionLimits``' timeouts."""
+    """A listener whose maintenance enforces ``ConnectionLimits``' timeouts, and that
+    waits a little when it runs out of file descriptors rather than retrying at once."""
 
     channel_class = PlacementChannel
     limits = ConnectionLimits()
+    accept_again_at = 0.0  # time.monotonic()
+    short_since: float | None = None  # out of descriptors since
+    short_warned = float("-inf")
 
     def maintenance(self, now: float) -> None:
         limits = self.limits
@@ -282,6 +299,50 @@ class PlacementServer(TcpWSGIServer):
             # Closed here rather than flagged for the poll: a client that does
             # not read never makes its socket writable again.
             channel.cut_off()
+
+    def readable(self) -> bool:
+        accepting: bool = super().readable()  # maintenance and connection_limit
+        return accepting and time.monotonic() >= self.accept_again_at
+
+    def handle_accept(self) -> None:
+        failure: OSError | None = None
+        try:
+            pair = self.accept()
+        except OSError as error:
+            failure = error
+        # Logged outside the except: the log formatter would add the exception.
+        if failure is not None:
+            if failure.errno in _SHORT_OF_DESCRIPTORS:
+                self._short_of_descriptors(failure)
+            else:
+                # One connection's trouble (gone with it): no pause.
+                LOG.info("accept() failed: %s", failure)
+            return
+        if pair is None:
+            return
+        if self.short_since is not None:
+            if self.short_warned >= self.short_since:  # quiet when it comes and goes
+                LOG.info("accepting connections again after %.1f s out of file descriptors",
+                         time.monotonic() - self.short_since)
+            self.short_since = None
+        conn, addr = pair
+        try:
+            self.set_socket_options(conn)
+            self.channel_class(self, conn, self.fix_addr(addr), self.adj, map=self._map)
+        except OSError:
+            conn.close()  # gone already
+
+    def _short_of_descriptors(self, error: OSError) -> None:
+        now = time.monotonic()
+        self.accept_again_at = now + ACCEPT_PAUSE
+        if self.short_since is None:
+            self.short_since = now
+        if now - self.short_warned < SHORT_WARNING_INTERVAL:
+            return
+        self.short_warned = now
+        LOG.warning("out of file descriptors (%s) with %d connections open: accepting "
+                    "again every %g s until some close; open ones are still served",
+                    os.strerror(error.errno or 0), len(self.active_channels), ACCEPT_PAUSE)
 
 
 def _overdue(channel: PlacementChannel, now: float, limits: ConnectionLimits) -> bool:
@@ -442,7 +503,8 @@ def serve(app_factory: Callable[[], Callable], host: str, port: int, workers: in
     if child_exit is not None:
         options["child_exit"] = lambda _arbiter, worker: child_exit(worker.pid)
     _raise_open_files_limit()
-    Server(app_factory, options, limits or ConnectionLimits()).run()
+    limits = _fit_open_files(limits or ConnectionLimits(), threads)
+    Server(app_factory, options, limits).run()
 
 
 def _raise_open_files_limit() -> None:
@@ -455,3 +517,42 @@ def _raise_open_files_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     except (ImportError, ValueError, OSError):
         pass
+
+
+# Descriptors a worker needs besides its connections: per application thread,
+# a database connection (SQLite's WAL adds two files) and a request body and
+# an answer spilled to temporary files; in all, listeners, wake-up pipes, logs,
+# the heartbeat file and the read model's and health probe's connections.
+FDS_PER_THREAD = 5
+FDS_SPARE = 32
+MIN_CONNECTION_LIMIT = 16
+
+
+def _fit_open_files(limits: ConnectionLimits, threads: int) -> ConnectionLimits:
+    """``connection_limit`` lowered to what RLIMIT_NOFILE leaves (logged once, here in
+    the master: every worker gets the same limit and has the same descriptors)."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, ValueError, OSError):
+        return limits
+    if soft == resource.RLIM_INFINITY:
+        return limits
+    kept = _open_descriptors() + FDS_PER_THREAD * threads + FDS_SPARE
+    allowed = max(soft - kept, MIN_CONNECTION_LIMIT)
+    if limits.connection_limit <= allowed:
+        return limits
+    LOG.warning("[allotment] connection_limit %d is more than the open files limit (%d) "
+                "allows with %d kept for the database, temporary files and logs: each "
+                "worker accepts %d connections", limits.connection_limit, soft, kept, allowed)
+    return dataclasses.replace(limits, connection_limit=allowed)
+
+
+def _open_descriptors() -> int:
+    for directory in ("/proc/self/fd", "/dev/fd"):
+        try:
+            return len(os.listdir(directory)) - 1  # less listdir's own
+        except OSError:
+            continue
+    return 16
