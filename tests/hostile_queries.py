@@ -60,9 +60,11 @@ def _call(url: str, method: str, path: str, body: object = None,
         conn.close()
 
 
-def build_cloud(url: str) -> None:
-    """One root per shape with one-unit children of the shape's class."""
-    for name, (resource_class, children, _) in SHAPES.items():
+def build_cloud(url: str, shapes: list[str] | None = None) -> None:
+    """One root per shape (all of ``SHAPES`` unless named) with one-unit children
+    of the shape's class."""
+    for name in shapes or list(SHAPES):
+        resource_class, children, _ = SHAPES[name]
         status, _ = _call(url, "PUT", f"/resource_classes/{resource_class}")
         assert status in (201, 204), status
         root = str(uuid.uuid4())

@@ -7,6 +7,7 @@ SIGTERM (and killed if it does not stop) when the test session ends.
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -44,11 +45,13 @@ class LiveServer:
 
 def start(workdir: Path, database_url: str | None = None, workers: int = 2,
           threads: int = 4, ready_timeout: float = 60.0, extra_conf: str = "",
-          extra_args: list[str] | None = None, port: int | None = None) -> LiveServer:
+          extra_args: list[str] | None = None, port: int | None = None,
+          open_files: int | None = None) -> LiveServer:
     """``allotment serve`` (noauth2: token ``admin`` is an admin) on a free loopback port.
 
     ``extra_conf`` is appended to the generated placement.conf (whole sections,
     e.g. ``"[allotment]\nmetrics = True\n"``); ``extra_args`` to the command line.
+    ``open_files`` sets the server's RLIMIT_NOFILE (soft and hard), to run it short.
     """
     workdir.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
@@ -58,12 +61,18 @@ def start(workdir: Path, database_url: str | None = None, workers: int = 2,
                     "[api]\nauth_strategy = noauth2\n" + extra_conf)
     log_path = workdir / "server.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
+
+    def limit_open_files() -> None:
+        if open_files is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             ALLOTMENT + ["serve", "--config-file", str(conf), "--host", "127.0.0.1",
                          "--port", str(port), "--workers", str(workers),
                          "--threads", str(threads)] + (extra_args or []),
-            stdout=log, stderr=subprocess.STDOUT, env=env)
+            stdout=log, stderr=subprocess.STDOUT, env=env,
+            preexec_fn=limit_open_files if open_files is not None else None)
     server = LiveServer(f"http://127.0.0.1:{port}", process, log_path)
     deadline = time.monotonic() + ready_timeout
     while True:
