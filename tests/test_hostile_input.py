@@ -225,7 +225,7 @@ def test_lone_surrogates_are_refused(client, database) -> None:
 # --- amounts past every integer column ------------------------------------------
 
 @pytest.mark.parametrize("amount", [2**31 - 1, 2**31, 2**53 + 1, 2**63 - 1, 2**63, 2**64,
-                                    10**20, 10**400])
+                                    10**20, 10**400, pytest.param("1" + "0" * 5000, id="10^5000")])
 def test_huge_amounts_in_a_query_match_nothing(client, amount) -> None:
     rp = _provider_with_vcpu(client)
     for path in (f"/resource_providers?resources=VCPU:{amount}",
@@ -311,3 +311,30 @@ def test_cloud_wide_totals_of_the_largest_capacities_stay_in_range(database) -> 
     totals = resp.json()["totals"]["VCPU"]
     assert totals["capacity"] == capacity.MAX_TOTAL
     _reads_answer(dash, rp)
+
+
+@pytest.mark.parametrize("limit", [2**31, 2**63, 2**64, 10**20,
+                                   pytest.param("1" + "0" * 5000, id="10^5000")])
+def test_a_huge_limit_means_no_limit(client, limit) -> None:
+    rp = _provider_with_vcpu(client)
+    for path in (f"/allocation_candidates?resources=VCPU:1&limit={limit}",
+                 f"/explain/allocation_candidates?resources=VCPU:1&limit={limit}",
+                 f"/explain/allocation_candidates?resources=VCPU:1&resources1=VCPU:1"
+                 f"&group_policy=none&limit={limit}"):
+        resp = client.get(path, version=LATEST)
+        assert resp.status == 200, (path, resp)
+        assert len(resp.json()["allocation_requests"]) >= 1, (path, resp)
+    _reads_answer(client, rp)
+
+
+@pytest.mark.parametrize("number", ["9" * 20, pytest.param("9" * 5000, id="5000 nines")])
+def test_a_huge_page_number_on_the_dashboard_is_a_400(database, number) -> None:
+    from allotment.wsgi import make_app
+    from tests.conftest import make_conf
+
+    dash = PlacementClient(make_app(make_conf(database.url, allotment__dashboard=True),
+                                    db=database.db, prepare=False))
+    for path in (f"/dashboard/api/providers?limit={number}",
+                 f"/dashboard/api/providers?offset={number}",
+                 f"/dashboard/api/summary?limit={number}"):
+        _assert_refused(dash.get(path))

@@ -44,6 +44,11 @@ class RequestGroup:
                 f"in_tree={self.in_tree}")
 
 
+# A larger ``limit`` means the same as this one (no answer comes near it: the
+# candidates budget stops far sooner), and this one every database can bind.
+MAX_LIMIT = 2**31 - 1
+
+
 @dataclass(frozen=True)
 class CandidateRequest:
     groups: tuple[RequestGroup, ...]

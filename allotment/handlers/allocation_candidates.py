@@ -16,7 +16,7 @@ import orjson
 
 from allotment import errors
 from allotment.candidates import engine
-from allotment.candidates.request import CandidateRequest, RequestGroup, Settings
+from allotment.candidates.request import MAX_LIMIT, CandidateRequest, RequestGroup, Settings
 from allotment.handlers.base import Resource
 from allotment.http import filter_params, render
 from allotment.http.context import Request
@@ -140,7 +140,8 @@ def parse_request(q: Query, version: Version) -> CandidateRequest:
             raise errors.BadRequest(
                 f"Invalid query string parameters: '{first}' does not match "
                 "'^[1-9][0-9]*$'")
-        limit = int(first)
+        # Compared by length first: int() refuses thousands of digits.
+        limit = MAX_LIMIT if len(first) > 10 else min(int(first), MAX_LIMIT)
     group_policy = q.getall("group_policy")[0] if "group_policy" in q else None
     root_required: set[str] = set()
     root_forbidden: set[str] = set()

@@ -56,7 +56,9 @@ def _number(q: Query, name: str, default: int, most: int) -> int:
     text = q.get(name)
     if text is None:
         return default
-    if not (text.isascii() and text.isdigit()) or int(text) > most:
+    # Length first: int() refuses thousands of digits.
+    if not (text.isascii() and text.isdigit()) or len(text) > len(str(most)) \
+            or int(text) > most:
         raise errors.BadRequest(f"Invalid query parameter {name}: {text!r} "
                                 f"(a whole number up to {most} is expected).")
     return int(text)

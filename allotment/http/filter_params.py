@@ -26,7 +26,10 @@ def parse_resources(value: str) -> dict[str, int]:
         except ValueError:
             raise errors.BadRequest(_RESOURCES_FORM.format(item)) from None
         try:
-            amount = int(amount_text)
+            # A long run of digits is just "more than anything holds" (int()
+            # refuses thousands of digits).
+            amount = (10**20 if len(amount_text) > 20 and amount_text.isascii()
+                      and amount_text.isdigit() else int(amount_text))
         except ValueError:
             raise errors.BadRequest(
                 f"Requested resource {name} expected positive integer amount. "
