@@ -232,7 +232,7 @@ def classify(exc: BaseException) -> DriverError | None:
         broken = _BROKEN_TRIGGER_TEXT.match(message)
         if broken:
             return BrokenTrigger(exc, broken.group(1) or "")
-    if any(words in text for words in _LOST_RACE_WORDS):
+    if any(phrase in text for phrase in _LOST_RACE_WORDS):
         return LostRace(exc)
     return None
 
