@@ -53,6 +53,8 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 from sqlalchemy.exc import OperationalError
 
+from allotment.db.errors import LockNotGranted, meaning
+
 CHANGES = sa.table("allotment_changes", sa.column("id", sa.BigInteger),
                    sa.column("kind", sa.SmallInteger), sa.column("ref", sa.Integer),
                    sa.column("xid", sa.BigInteger), sa.column("created_at", sa.DateTime))
@@ -231,7 +233,9 @@ class Feed:
                 "SELECT id FROM allotment_changes WHERE id BETWEEN :low AND :high "
                 "LOCK IN SHARE MODE NOWAIT"), {"low": low, "high": high}).scalars())
         except OperationalError as exc:
-            if not _lock_refused(exc):
+            # A lock held (an uncommitted insert): MySQL 8 answers NOWAIT with
+            # its own error, MariaDB with a lock wait timeout.
+            if not isinstance(meaning(exc), LockNotGranted):
                 raise
             if low < high:  # an insert in flight holds a lock: find which
                 middle = (low + high) // 2
@@ -275,9 +279,3 @@ def _runs(ids: list[int]) -> Iterable[tuple[int, int]]:
             start = i
         previous = i
     yield start, previous
-
-
-def _lock_refused(exc: OperationalError) -> bool:
-    # 1205: lock wait timeout (what NOWAIT answers); 3572: MySQL 8's NOWAIT error.
-    code = exc.orig.args[0] if exc.orig is not None and exc.orig.args else None
-    return code in (1205, 3572)

@@ -10,8 +10,9 @@ in WAL mode and every write transaction starts with ``BEGIN IMMEDIATE``, so
 writers queue for the single write lock (bounded by a busy timeout) instead
 of failing with "database is locked".
 
-A database that cannot be reached (shut down, restarting, refusing, a
-connection lost mid-transaction) surfaces from both as
+Every engine classifies its driver errors as SQLAlchemy raises them
+(``allotment.db.errors``). A database that cannot be reached (shut down,
+restarting, refusing, a connection lost mid-transaction) surfaces from both as
 ``availability.DatabaseUnavailable``; the transaction was rolled back (or
 never began). Pooled connections are checked before use (``pool_pre_ping``)
 and the pool is invalidated on a disconnect, so service resumes with the
@@ -33,7 +34,7 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from allotment.db import availability
+from allotment.db import availability, errors
 
 LOG = logging.getLogger(__name__)
 
@@ -90,6 +91,9 @@ def create_engine(url: str | URL, *, sqlite_synchronous: bool = True,
         if pool_timeout is not None:
             kwargs["pool_timeout"] = pool_timeout
     engine = sa.create_engine(parsed, **kwargs)
+    # First of the engine's handle_error listeners: the others (metrics) see
+    # the disconnects it finds.
+    errors.install(engine)
     if backend == "sqlite":
         _configure_sqlite(engine, sqlite_synchronous)
     else:
@@ -245,7 +249,8 @@ class Database:
                 # The pool's next user must not inherit the short timeout.
                 conn.invalidate()
         except DBAPIError as exc:
-            LOG.warning("Could not reopen the tables of trigger %s: %s", trigger, exc.orig)
+            LOG.warning("Could not reopen the tables of trigger %s: %s", trigger,
+                        errors.driver_exception(exc))
             return []
         return tables
 

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from allotment.db import tables as t
+from allotment.db.errors import CapacityGuardRefusal, meaning
 from allotment.ledger import capacity, consumers, providers
 from allotment.ledger.common import class_ids, class_names, utcnow
 from allotment.ledger.errors import (
@@ -253,11 +253,16 @@ def write(conn: sa.Connection, claims: list[Claim]) -> None:
         try:
             conn.execute(a.insert(), new_rows)
         except sa.exc.DBAPIError as exc:
-            refused = capacity_guard_refusal(exc)
-            if refused is None:
+            # The database's own capacity guard (migration 0002) refuses a row
+            # that takes a provider over capacity, for every writer sharing the
+            # database. Our check above runs under the provider lock, so it
+            # fires for us only when another writer (upstream Placement)
+            # committed between; the answer is the same 409.
+            refused = meaning(exc)
+            if not isinstance(refused, CapacityGuardRefusal):
                 raise
-            rp_uuid = next(p.uuid for p in by_uuid.values() if p.id == refused[0])
-            rc = next(name for name, rc_id in rc_ids.items() if rc_id == refused[1])
+            rp_uuid = next(p.uuid for p in by_uuid.values() if p.id == refused.provider_id)
+            rc = next(name for name, rc_id in rc_ids.items() if rc_id == refused.class_id)
             raise InvalidAllocation(
                 f"Unable to create allocation for '{rc}' on resource provider "
                 f"'{rp_uuid}'. The requested amount would exceed the capacity.") from exc
@@ -275,27 +280,6 @@ def write(conn: sa.Connection, claims: list[Claim]) -> None:
         providers.bump_generation(conn, touched[provider_id])
     for c in sorted(claims, key=lambda c: c.consumer_uuid):
         _save_consumer(conn, c, existing.get(c.consumer_uuid))
-
-
-# The database's own capacity guard (migration 0002) refuses a row that takes
-# a provider over capacity, for every writer sharing the database. Our check
-# above runs under the provider lock, so it fires for us only when another
-# writer (upstream Placement) committed between; the answer is the same 409.
-_GUARD_SQLSTATE = "AL409"
-_GUARD_MYSQL_ERRNO = 3409
-_GUARD_DETAIL = re.compile(r"allotment capacity guard: provider (\d+) class (\d+)")
-
-
-def capacity_guard_refusal(exc: sa.exc.DBAPIError) -> tuple[int, int] | None:
-    """(provider id, class id) when ``exc`` is the capacity guard's refusal, else None."""
-    orig = exc.orig
-    sqlstate = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
-    args = getattr(orig, "args", ())
-    mysql_errno = args[0] if args and isinstance(args[0], int) else None
-    if sqlstate != _GUARD_SQLSTATE and mysql_errno != _GUARD_MYSQL_ERRNO:
-        return None
-    match = _GUARD_DETAIL.search(str(orig))
-    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def _save_consumer(conn: sa.Connection, c: Claim, consumer: consumers.Consumer | None) -> None:

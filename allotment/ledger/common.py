@@ -9,6 +9,7 @@ import os_resource_classes as orc
 import sqlalchemy as sa
 
 from allotment.db import tables as t
+from allotment.db.errors import DuplicateKey, meaning
 
 
 def utcnow() -> datetime.datetime:
@@ -17,8 +18,7 @@ def utcnow() -> datetime.datetime:
 
 def is_duplicate(exc: sa.exc.IntegrityError) -> bool:
     """True when an IntegrityError is a unique-key violation."""
-    text = str(exc.orig).lower()
-    return "unique" in text or "duplicate" in text
+    return isinstance(meaning(exc), DuplicateKey)
 
 
 # Standard resource classes never change: their ids are their index.

@@ -25,40 +25,31 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
-import re
 import time
 from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Protocol, TypeVar
 
 from sqlalchemy import Connection
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import DBAPIError
 
 from allotment.db.engine import Database
-from allotment.ledger.common import is_duplicate
+from allotment.db.errors import BrokenTrigger, DuplicateKey, LostRace, meaning
 from allotment.ledger.errors import Race, RetriesExhausted
 
 LOG = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# PostgreSQL SQLSTATEs and MySQL error numbers that mean "try again".
-_PG_TRANSIENT = {"40001", "40P01", "55P03"}
-_MYSQL_TRANSIENT = {1205, 1213}
-
 # MariaDB parses a table's triggers each time it opens a new instance of the
 # table. On Galera (10.11, under certification conflicts) that parse sometimes
 # fails although the stored definition is fine, and the instance stays in the
 # table cache with a "broken" trigger: every statement that gets it fails with
-# 1064 "Trigger '...' has an error in its body", for seconds and more. The
-# loop then has the server open the table anew (``Database.
-# reopen_tables_of_trigger``) and runs the write again; a trigger that really
-# does not parse fails every attempt and is raised as it is, not as a 409.
-_MYSQL_PARSE_ERROR = 1064
-# "Trigger 'name' has an error in its body: ..." or, when the parse failed
-# before the name, "Unknown trigger has an error in its body: ...".
-_BROKEN_TRIGGER_TEXT = re.compile(r"(?:Trigger '([^']+)'|Unknown trigger) has an error in its body")
-# Each after reopening the table; about 1 s of waiting in all.
+# 1064 "Trigger '...' has an error in its body" (``db.errors.BrokenTrigger``),
+# for seconds and more. The loop then has the server open the table anew
+# (``Database.reopen_tables_of_trigger``) and runs the write again; a trigger
+# that really does not parse fails every attempt and is raised as it is, not
+# as a 409. Retries, each after reopening the table: about 1 s of waiting in all.
 BROKEN_TRIGGER_RETRIES = 8
 
 # Retries of writes other than claims (which use the configured
@@ -83,34 +74,18 @@ class RetryObserver(Protocol):
 
 
 def is_transient(exc: DBAPIError) -> bool:
-    """True for database errors that a fresh transaction can avoid."""
-    if isinstance(exc, IntegrityError):
-        return is_duplicate(exc)
-    orig = exc.orig
-    sqlstate = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
-    if sqlstate in _PG_TRANSIENT:
-        return True
-    args = getattr(orig, "args", ())
-    if args and isinstance(args[0], int) and args[0] in _MYSQL_TRANSIENT:
-        return True
-    if is_broken_trigger(exc):
-        return True
-    text = str(orig).lower()
-    return "database is locked" in text or "deadlock" in text
+    """True for database errors that a fresh transaction can avoid: a lost race
+    (deadlock, serialization failure, lock wait, SQLite's busy database), a
+    unique key taken meanwhile, a trigger broken in the table cache."""
+    return isinstance(meaning(exc), (LostRace, DuplicateKey, BrokenTrigger))
 
 
 def broken_trigger(exc: BaseException | None) -> str | None:
     """The trigger's name in MariaDB's 1064 for a trigger it failed to parse
     when opening the table ("" when it did not know the name); None for any
     other error."""
-    orig = getattr(exc, "orig", None)
-    args: tuple[object, ...] = tuple(getattr(orig, "args", ()))
-    if len(args) < 2 or args[0] != _MYSQL_PARSE_ERROR or not isinstance(args[1], str):
-        return None
-    found = _BROKEN_TRIGGER_TEXT.match(args[1])
-    if found:
-        return found.group(1) or ""
-    return None
+    found = meaning(exc) if isinstance(exc, DBAPIError) else None
+    return found.trigger if isinstance(found, BrokenTrigger) else None
 
 
 def _database_errors(exc: BaseException | None) -> Iterator[DBAPIError]:

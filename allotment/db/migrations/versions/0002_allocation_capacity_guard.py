@@ -16,8 +16,8 @@ The rule, for each inserted allocation row of (provider, class):
   (provider, class) -- it deleted at least as much as it inserted, counting
   this row: upstream's "no worse than before" rule (a consumer on a provider
   already over capacity may be given back, kept or swapped within);
-* else raise ``GUARD_SQLSTATE`` (PostgreSQL) / SQLSTATE 45000 with
-  ``GUARD_MYSQL_ERRNO`` (MySQL), which allotment maps to its usual 409.
+* else raise ``guard.SQLSTATE`` (PostgreSQL) / SQLSTATE 45000 with
+  ``guard.MYSQL_ERRNO`` (MySQL), which allotment maps to its usual 409.
 
 Concurrency: the trigger first locks the inventory row (``FOR UPDATE``), so
 inserts into one (provider, class) queue; the usage is then read with a read
@@ -45,15 +45,18 @@ from __future__ import annotations
 
 from alembic import op
 
+from allotment.db import guard
+
 revision = "0002"
 down_revision = "0001"
 branch_labels = None
 depends_on = None
 
-# Chosen here; allotment.ledger.allocations maps both to InvalidAllocation.
-GUARD_SQLSTATE = "AL409"
-GUARD_MYSQL_ERRNO = 3409
-GUARD_MESSAGE = "allotment capacity guard"
+# The refusal's codes and words are allotment.db.guard's, which
+# allotment.db.errors reads them back with (then mapped to InvalidAllocation).
+GUARD_SQLSTATE = guard.SQLSTATE
+GUARD_MYSQL_ERRNO = guard.MYSQL_ERRNO
+GUARD_MESSAGE = guard.MESSAGE
 
 # What this transaction inserted minus what it deleted, per "<provider>:<class>",
 # is one transaction-local setting holding a JSON object: one setting name per
