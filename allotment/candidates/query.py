@@ -581,7 +581,8 @@ def match(conn: sa.Connection, groups: list[GroupIds], sharing_trait: int | None
          flags) in conn.execute(statement, params).fetchall():
         room = 0
         if class_id is not None:
-            room = min(capacity.capacity(total, reserved, ratio) - int(in_use), max_unit)
+            room = capacity.room(int(in_use), capacity.capacity(total, reserved, ratio),
+                                 max_unit)
         rows.append(MatchRow(int(part), provider, root, class_id, room, int(traits),
                              int(flags)))
     return rows

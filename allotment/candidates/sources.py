@@ -216,7 +216,7 @@ class ModelSource:
             provider = providers[rp]
             inventories = provider.inventories
             for rc, amount in amounts:
-                if not inventories[rc].room_for(amount):
+                if not inventories[rc].fits(amount):
                     break
             else:
                 if root_ok is None or root_ok(provider):
@@ -303,7 +303,7 @@ class ModelSource:
                 for rp in state.sorted_holders(rc):
                     p = state.providers[rp]
                     inv = p.inventories[rc]
-                    if not inv.room_for(amount):
+                    if not inv.fits(amount):
                         continue
                     if group.tree_root is not None and p.root != group.tree_root:
                         continue
