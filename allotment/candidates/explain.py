@@ -46,8 +46,8 @@ import sqlalchemy as sa
 
 from allotment.candidates import query, search
 from allotment.candidates.engine import Result
-from allotment.candidates.query import GroupIds, NameIds
 from allotment.candidates.request import CandidateRequest, Settings
+from allotment.candidates.resolved import GroupIds, NameIds, group_ids
 from allotment.db import tables as t
 from allotment.ledger import capacity
 from allotment.ledger.capacity import InventoryWithUsage
@@ -723,7 +723,7 @@ def explain(conn: sa.Connection, request: CandidateRequest, result: Result,
     ``check_answered`` also judges the trees in the answer (for tests).
     """
     names: NameIds = query.resolve(conn, request)
-    groups = [query.group_ids(group, names) for group in request.groups]
+    groups = [group_ids(group, names) for group in request.groups]
     cloud = read_cloud(conn, names.classes.values(), names.traits.values(),
                        names.aggregates.values(), names.sharing_trait)
     ctx = _Context(

@@ -19,7 +19,8 @@ import sqlalchemy as sa
 
 from allotment.candidates import query, summaries
 from allotment.candidates.model import Provider, State
-from allotment.candidates.query import (
+from allotment.candidates.request import CandidateRequest
+from allotment.candidates.resolved import (
     SHARING_TRAIT,
     Anchor,
     GroupIds,
@@ -28,8 +29,9 @@ from allotment.candidates.query import (
     MatchRow,
     NameIds,
     Roots,
+    canonical_parts,
+    refuse_unknown,
 )
-from allotment.candidates.request import CandidateRequest
 from allotment.candidates.summaries import ProviderSummary
 from allotment.ledger.common import STANDARD_CLASS_IDS
 
@@ -142,7 +144,7 @@ class ModelSource:
             sharing_holds = any(not holding.isdisjoint(sharing) for holding in holders)
         names.layout = Layout(has_trees=bool(state.nested),
                               spread_possible=nested_holds or sharing_holds)
-        query.refuse_unknown(request, names)
+        refuse_unknown(request, names)
         return names
 
     # --- filters, as predicates on a provider ------------------------------
@@ -240,7 +242,7 @@ class ModelSource:
               unsuffixed_traits: list[int]) -> list[MatchRow]:
         """``query.match``: rows part by part, in provider id order."""
         state = self.state
-        canonical = query.canonical_parts(groups)
+        canonical = canonical_parts(groups)
         root_ok = self._root_ok(roots)
         rows: list[MatchRow] = []
         part = 0
