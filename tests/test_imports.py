@@ -45,6 +45,11 @@ LAYERS: list[tuple[str, str]] = [
     ("allotment.schemas", "allotment.openapi"),
     *[("allotment.handlers", upper)
       for upper in ("allotment.wsgi", "allotment.server", "allotment.cli")],
+    # The read model's path and the values it shares with the SQL path need none of
+    # the candidates' SQL statements.
+    *[(lower, "allotment.candidates.query")
+      for lower in ("allotment.candidates.model", "allotment.candidates.search",
+                    "allotment.candidates.resolved")],
 ]
 
 

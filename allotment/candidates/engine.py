@@ -44,11 +44,11 @@ from typing import NamedTuple, Protocol
 
 import sqlalchemy as sa
 
-from allotment.candidates import query, search
+from allotment.candidates import resolved, search
 from allotment.candidates.budget import Budget, bounded_product
 from allotment.candidates.model import ReadModel
-from allotment.candidates.query import GroupIds, MatchFlag, MatchRow
 from allotment.candidates.request import CandidateRequest, Settings
+from allotment.candidates.resolved import GroupIds, MatchFlag, MatchRow
 from allotment.candidates.search import Candidate, Rules, Slot
 from allotment.candidates.sources import DatabaseSource, ModelSource, Source
 from allotment.candidates.summaries import ProviderSummary
@@ -126,7 +126,7 @@ def _find(source: Source, request: CandidateRequest, settings: Settings,
     """``find``, and which path it took."""
     names = source.resolve(request)
     class_names = {rc_id: name for name, rc_id in names.classes.items()}
-    groups = [query.group_ids(group, names) for group in request.groups]
+    groups = [resolved.group_ids(group, names) for group in request.groups]
     for group, spec in zip(groups, request.groups, strict=True):
         LOG.debug("candidates: %s", spec.describe())
         if not group.possible:
@@ -139,7 +139,7 @@ def _find(source: Source, request: CandidateRequest, settings: Settings,
             LOG.debug("resourceless group '%s' has nothing to select by: no candidates",
                       group.suffix)
             return "none", Result(class_names=class_names)
-    roots = query.Roots(required=tuple(sorted(names.traits[n] for n in request.root_required)),
+    roots = resolved.Roots(required=tuple(sorted(names.traits[n] for n in request.root_required)),
                         forbidden=tuple(sorted(names.traits[n] for n in request.root_forbidden)))
     rng = (rng or random.Random()) if settings.randomize else None
     layout = names.layout
@@ -181,7 +181,7 @@ def _find(source: Source, request: CandidateRequest, settings: Settings,
 
 
 def _single(source: Source, group: GroupIds, request: CandidateRequest,
-            settings: Settings, rng: random.Random | None, roots: query.Roots
+            settings: Settings, rng: random.Random | None, roots: resolved.Roots
             ) -> tuple[list[Candidate], dict[int, ProviderSummary] | None]:
     """Each candidate is one provider: SQL filters, orders and limits."""
     cap = settings.max_candidates if settings.max_candidates >= 0 else None
@@ -235,7 +235,7 @@ def _sort_rows(groups: list[GroupIds], rows: list[MatchRow]) -> _Matches:
         parts += [(index, rc) for rc, _ in group.resources] or [(index, None)]
     by_part: list[list[int]] = [[] for _ in parts]
     # Parts asked once for several groups share one list.
-    for part, first in enumerate(query.canonical_parts(groups)):
+    for part, first in enumerate(resolved.canonical_parts(groups)):
         by_part[part] = by_part[first]
     facts: dict[int, _Facts] = {}
     room: dict[tuple[int, int], int] = {}
@@ -251,8 +251,8 @@ def _sort_rows(groups: list[GroupIds], rows: list[MatchRow]) -> _Matches:
 
 
 def _spread(source: Source, groups: list[GroupIds], request: CandidateRequest,
-            settings: Settings, rng: random.Random | None, names: query.NameIds,
-            roots: query.Roots, budget: Budget, release: Callable[[], None] | None
+            settings: Settings, rng: random.Random | None, names: resolved.NameIds,
+            roots: resolved.Roots, budget: Budget, release: Callable[[], None] | None
             ) -> tuple[list[Candidate], Summaries]:
     """The candidates, and the source to read their summaries from (``source``,
     or a copy of the summaries it may need when it was let go of)."""
@@ -422,8 +422,8 @@ def _breadth_first(request: CandidateRequest, settings: Settings,
 
 
 def _granular_options(serving: list[int], facts: dict[int, _Facts],
-                      anchors: dict[int, list[query.Anchor]],
-                      roots: query.Roots) -> dict[int, list[int]]:
+                      anchors: dict[int, list[resolved.Anchor]],
+                      roots: resolved.Roots) -> dict[int, list[int]]:
     """anchor root -> providers that can serve a granular group in that tree."""
     by_anchor: dict[int, list[int]] = {}
     for rp in serving:
@@ -438,8 +438,8 @@ def _granular_options(serving: list[int], facts: dict[int, _Facts],
 
 
 def _unsuffixed_options(group: GroupIds, providers: list[int], facts: dict[int, _Facts],
-                        anchors: dict[int, list[query.Anchor]],
-                        roots: query.Roots) -> dict[int, list[int]]:
+                        anchors: dict[int, list[resolved.Anchor]],
+                        roots: resolved.Roots) -> dict[int, list[int]]:
     """anchor root -> providers that can serve one class of the unsuffixed group."""
     by_anchor: dict[int, list[int]] = {}
     for rp in providers:

@@ -46,10 +46,11 @@ import sqlalchemy as sa
 
 from allotment.candidates import query, search
 from allotment.candidates.engine import Result
-from allotment.candidates.query import GroupIds, NameIds
 from allotment.candidates.request import CandidateRequest, Settings
+from allotment.candidates.resolved import GroupIds, NameIds, group_ids
 from allotment.db import tables as t
 from allotment.ledger import capacity
+from allotment.ledger.capacity import InventoryWithUsage
 
 LOG = logging.getLogger(__name__)
 
@@ -74,17 +75,6 @@ class Provider:
     parent: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class Inventory:
-    # capacity.capacity() of the record, and what is left of it after ``used``
-    capacity: int
-    free: int
-    used: int
-    min_unit: int
-    max_unit: int
-    step_size: int
-
-
 @dataclass
 class Cloud:
     """What the judging needs, from ``read_cloud``; never changed afterwards."""
@@ -93,7 +83,7 @@ class Cloud:
     # root -> the providers of its tree, in id order
     trees: dict[int, list[int]]
     # (provider, class) -> inventory, for the requested classes only
-    inventory: dict[tuple[int, int], Inventory]
+    inventory: dict[tuple[int, int], InventoryWithUsage]
     # class -> providers with inventory of it, in id order
     holders: dict[int, list[int]]
     # provider -> the traits it has among those the request names
@@ -130,17 +120,16 @@ def read_cloud(conn: sa.Connection, classes: Iterable[int], traits: Iterable[int
         trees.setdefault(root, []).append(ident)
 
     inv = t.inventories.alias("explain_inv")
-    inventory: dict[tuple[int, int], Inventory] = {}
+    inventory: dict[tuple[int, int], InventoryWithUsage] = {}
     holders: dict[int, list[int]] = {}
     for row in conn.execute(
             sa.select(inv.c.resource_provider_id, inv.c.resource_class_id, inv.c.total,
-                      inv.c.reserved, inv.c.allocation_ratio, inv.c.min_unit,
-                      inv.c.max_unit, inv.c.step_size, capacity.usage(inv))
+                      inv.c.reserved, inv.c.min_unit, inv.c.max_unit, inv.c.step_size,
+                      inv.c.allocation_ratio, capacity.usage(inv))
             .where(inv.c.resource_class_id.in_(_in(sorted(set(classes)))))
             .order_by(inv.c.resource_provider_id)).all():
-        provider, rc, used = row[0], row[1], int(row[8])
-        most = capacity.capacity(row[2], row[3], float(row[4]))
-        inventory[(provider, rc)] = Inventory(most, most - used, used, row[5], row[6], row[7])
+        provider, rc = row[0], row[1]
+        inventory[(provider, rc)] = capacity.with_usage(*row[2:])
         holders.setdefault(rc, []).append(provider)
 
     wanted_traits = set(traits) | ({sharing_trait} if sharing_trait is not None else set())
@@ -258,7 +247,7 @@ def _in_all(have: frozenset[int], sets: tuple[frozenset[int], ...]) -> bool:
 def _room(ctx: _Context, suffix: str, rp: int, rc: int, amount: int) -> list[Reason]:
     """Why ``rp`` cannot give ``amount`` of ``rc`` (empty when it can)."""
     inv = ctx.cloud.inventory[(rp, rc)]
-    if _fits(inv, amount):
+    if inv.fits(amount):
         return []
     name, rc_name, uuid = ctx.name(rp), ctx.class_names[rc], ctx.uuid(rp)
     found = []
@@ -514,9 +503,8 @@ def _between_groups(ctx: _Context, root: int, judged: list[tuple[GroupIds, _Judg
         if len(wanted) < 2:
             continue
         total = sum(amount for _, amount in wanted)
-        # The most one allocation may take from a provider: free, up to max_unit.
-        room = sum(max(min(cloud.inventory[(rp, rc)].free, cloud.inventory[(rp, rc)].max_unit),
-                       0) for rp in suppliers[rc])
+        # The most one allocation may take from each provider (none when over capacity).
+        room = sum(max(cloud.inventory[(rp, rc)].room, 0) for rp in suppliers[rc])
         if total > room:
             groups = ", ".join(sorted({f"'{suffix}'" for suffix, _ in wanted}))
             rc_name = ctx.class_names[rc]
@@ -572,11 +560,6 @@ def _judge_tree(ctx: _Context, root: int, impossible: dict[str, Reason]
 
 # --- steps: providers left after each filter, per group -----------------------
 
-def _fits(inv: Inventory, amount: int) -> bool:
-    return (capacity.amount_allowed(amount, inv.min_unit, inv.max_unit, inv.step_size)
-            and amount <= inv.free)
-
-
 def _steps(ctx: _Context) -> list[dict[str, Any]]:
     cloud = ctx.cloud
     steps: list[dict[str, Any]] = []
@@ -603,7 +586,7 @@ def _steps(ctx: _Context) -> list[dict[str, Any]]:
                  f"found {{n}} providers with {rc_name} inventory")
             with_room.append(step(
                 suffix, f"resources:{rc_name}",
-                (rp for rp in holders if _fits(cloud.inventory[(rp, rc)], amount)),
+                (rp for rp in holders if cloud.inventory[(rp, rc)].fits(amount)),
                 f"found {{n}} providers with available {amount} {rc_name}"))
         if not with_room:
             pool = step(suffix, "providers", cloud.providers, "{n} providers in all")
@@ -740,7 +723,7 @@ def explain(conn: sa.Connection, request: CandidateRequest, result: Result,
     ``check_answered`` also judges the trees in the answer (for tests).
     """
     names: NameIds = query.resolve(conn, request)
-    groups = [query.group_ids(group, names) for group in request.groups]
+    groups = [group_ids(group, names) for group in request.groups]
     cloud = read_cloud(conn, names.classes.values(), names.traits.values(),
                        names.aggregates.values(), names.sharing_trait)
     ctx = _Context(

@@ -44,35 +44,12 @@ from allotment.candidates.sql import chunks
 from allotment.db import tables as t
 from allotment.db.engine import Database
 from allotment.ledger import capacity
+from allotment.ledger.capacity import InventoryWithUsage
 
 LOG = logging.getLogger(__name__)
 
 # Models of at least this many providers are frozen for the garbage collector.
 FREEZE_AT = 2000
-
-
-@dataclass(slots=True, frozen=True)
-class Inventory:
-    total: int
-    reserved: int
-    min_unit: int
-    max_unit: int
-    step_size: int
-    allocation_ratio: float
-    used: int
-    # capacity.capacity(total, reserved, allocation_ratio): the one rule.
-    capacity: int
-
-    def room_for(self, amount: int) -> bool:
-        """One more allocation of ``amount`` fits (the SQL's ``capacity.room_for``)."""
-        return (self.used + amount <= self.capacity
-                and capacity.amount_allowed(amount, self.min_unit, self.max_unit,
-                                            self.step_size))
-
-    @property
-    def room(self) -> int:
-        """The most one candidate may take: free capacity capped by max_unit."""
-        return min(self.capacity - self.used, self.max_unit)
 
 
 @dataclass(slots=True)
@@ -82,7 +59,7 @@ class Provider:
     name: str | None
     parent: int | None
     root: int
-    inventories: dict[int, Inventory] = field(default_factory=dict)
+    inventories: dict[int, InventoryWithUsage] = field(default_factory=dict)
     traits: frozenset[int] = frozenset()
     aggregates: frozenset[int] = frozenset()
 
@@ -173,7 +150,8 @@ class State:
         if parent is not None:
             self.nested.add(rp)
 
-    def _set_inventories(self, provider: Provider, inventories: dict[int, Inventory]) -> None:
+    def _set_inventories(self, provider: Provider,
+                         inventories: dict[int, InventoryWithUsage]) -> None:
         for rc in _move(self.holders, provider.id, provider.inventories.keys(),
                         inventories.keys()):
             self._sorted_holders.pop(rc, None)
@@ -280,7 +258,7 @@ def _load_providers(conn: sa.Connection, state: State, ids: set[int] | None) -> 
 
 def _load_inventories(conn: sa.Connection, state: State, ids: set[int] | None) -> None:
     inv = t.inventories.alias("model_inv")
-    by_provider: dict[int, dict[int, Inventory]] = {rp: {} for rp in ids or ()}
+    by_provider: dict[int, dict[int, InventoryWithUsage]] = {rp: {} for rp in ids or ()}
     for chunk in _in_chunks(ids):
         statement = sa.select(inv.c.resource_provider_id, inv.c.resource_class_id, inv.c.total,
                               inv.c.reserved, inv.c.min_unit, inv.c.max_unit, inv.c.step_size,
@@ -289,10 +267,8 @@ def _load_inventories(conn: sa.Connection, state: State, ids: set[int] | None) -
             statement = statement.where(inv.c.resource_provider_id.in_(chunk))
         for rp, rc, total, reserved, min_unit, max_unit, step, ratio, used in \
                 conn.execute(statement):
-            ratio = float(ratio)
-            by_provider.setdefault(rp, {})[rc] = Inventory(
-                total, reserved, min_unit, max_unit, step, ratio, int(used),
-                capacity.capacity(total, reserved, ratio))
+            by_provider.setdefault(rp, {})[rc] = capacity.with_usage(
+                total, reserved, min_unit, max_unit, step, ratio, used)
     for rp, inventories in by_provider.items():
         provider = state.providers.get(rp)
         if provider is not None:

@@ -23,7 +23,8 @@ Statements are built from a hashable *shape* (how many classes, trait sets,
 ... but no values) and cached, so a request pays for SQLAlchemy construction
 and compilation once per shape; the values travel as bound parameters, lists
 as expanding ``IN`` parameters. Functions take a connection and plain values
-and return plain values.
+and return plain values (those of ``resolved``, shared with the read model's
+path).
 """
 
 from __future__ import annotations
@@ -31,13 +32,24 @@ from __future__ import annotations
 import enum
 import functools
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
-import os_traits
 import sqlalchemy as sa
 
-from allotment.candidates.request import CandidateRequest, RequestGroup
+from allotment.candidates.request import CandidateRequest
+from allotment.candidates.resolved import (
+    SHARING_TRAIT,
+    Anchor,
+    GroupIds,
+    Layout,
+    MatchFlag,
+    MatchRow,
+    NameIds,
+    Roots,
+    canonical_parts,
+    refuse_unknown,
+)
 from allotment.candidates.sql import (
     CACHE,
     INV,
@@ -55,19 +67,6 @@ from allotment.candidates.sql import (
 from allotment.db import tables as t
 from allotment.ledger import capacity
 from allotment.ledger.common import STANDARD_CLASS_IDS
-from allotment.ledger.errors import UnknownResourceClass, UnknownTraits
-
-SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
-
-
-class MatchFlag(enum.IntFlag):
-    """Bits of the ``flags`` column of match rows (facts about the provider)."""
-
-    SHARING = 1       # the provider has MISC_SHARES_VIA_AGGREGATE
-    ROOT_OK = 2       # its root passes root_required
-    MEMBER = 4        # it is itself in the unsuffixed group's member_of aggregates
-    ROOT_MEMBER = 8   # its root is
-    ROOT_BAD = 16     # its root is in a forbidden aggregate of the unsuffixed group
 
 
 class LayoutFlag(enum.IntFlag):
@@ -83,26 +82,6 @@ class AnchorFlag(enum.IntFlag):
 
     ROOT_OK = 1   # the anchor root passes root_required
     BAD = 2       # it is in a forbidden aggregate of the unsuffixed group
-
-
-@dataclass(frozen=True)
-class Layout:
-    has_trees: bool
-    # A nested (non-root) or a sharing provider has inventory of a requested class.
-    spread_possible: bool
-
-
-@dataclass
-class NameIds:
-    """Internal ids for the names a request uses (and the layout of the cloud)."""
-
-    classes: dict[str, int] = field(default_factory=dict)
-    traits: dict[str, int] = field(default_factory=dict)
-    aggregates: dict[str, int] = field(default_factory=dict)
-    # in_tree provider uuid -> id of its root
-    tree_roots: dict[str, int] = field(default_factory=dict)
-    sharing_trait: int | None = None
-    layout: Layout = Layout(has_trees=False, spread_possible=False)
 
 
 def _layout_flags():
@@ -175,61 +154,6 @@ def resolve(conn: sa.Connection, request: CandidateRequest) -> NameIds:
     return names
 
 
-def refuse_unknown(request: CandidateRequest, names: NameIds) -> None:
-    """``UnknownTraits`` / ``UnknownResourceClass`` for the first unknown name.
-
-    The order upstream finds them in: root_required, then group by group
-    its classes and its traits.
-    """
-    for trait in sorted(request.root_required) + sorted(request.root_forbidden):
-        if trait not in names.traits:
-            raise UnknownTraits([trait])
-    for group in request.groups:
-        for rc in group.resources:
-            if rc not in names.classes:
-                raise UnknownResourceClass(rc)
-        for trait in [n for s in group.required for n in sorted(s)] + sorted(group.forbidden):
-            if trait not in names.traits:
-                raise UnknownTraits([trait])
-
-
-@dataclass(frozen=True)
-class GroupIds:
-    """A request group with names replaced by ids (see ``group_ids``)."""
-
-    suffix: str
-    resources: tuple[tuple[int, int], ...]   # (class id, amount)
-    required: tuple[frozenset[int], ...]
-    forbidden: frozenset[int]
-    member_of: tuple[frozenset[int], ...]
-    forbidden_aggs: frozenset[int]
-    tree_root: int | None
-    # False when a filter can never match (unknown aggregate, in_tree provider).
-    possible: bool = True
-
-    @property
-    def same_provider(self) -> bool:
-        return self.suffix != ""
-
-
-def group_ids(group: RequestGroup, names: NameIds) -> GroupIds:
-    member_of = tuple(frozenset(names.aggregates[u] for u in s if u in names.aggregates)
-                      for s in group.member_of)
-    tree_root = names.tree_roots.get(group.in_tree) if group.in_tree else None
-    possible = all(member_of) and (group.in_tree is None or tree_root is not None)
-    return GroupIds(
-        suffix=group.suffix,
-        resources=tuple((names.classes[rc], amount) for rc, amount in group.resources.items()),
-        required=tuple(frozenset(names.traits[n] for n in s) for s in group.required),
-        forbidden=frozenset(names.traits[n] for n in group.forbidden),
-        member_of=member_of,
-        forbidden_aggs=frozenset(names.aggregates[u] for u in group.forbidden_aggs
-                                 if u in names.aggregates),
-        tree_root=tree_root,
-        possible=possible,
-    )
-
-
 # Request-wide bound parameters, named once for builders and values alike.
 ROOT_FORBIDDEN = "root_forb"
 SHARING_TRAIT_ID = "sharing"
@@ -245,24 +169,12 @@ def trait_bit_param(i: int) -> str:
     return f"bit{i}"
 
 
-@dataclass(frozen=True)
-class Roots:
-    """root_required as ids (request-wide)."""
-
-    required: tuple[int, ...] = ()
-    forbidden: tuple[int, ...] = ()
-
-    def __bool__(self) -> bool:
-        return bool(self.required or self.forbidden)
-
-    def shape(self) -> tuple[int, bool]:
-        return (len(self.required), bool(self.forbidden))
-
-    def params(self) -> dict[str, Any]:
-        values: dict[str, Any] = {root_required_param(i): trait
-                                  for i, trait in enumerate(self.required)}
-        values[ROOT_FORBIDDEN] = list(self.forbidden)
-        return values
+def root_params(roots: Roots) -> dict[str, Any]:
+    """The values of the root_required parameters (``_root_ok``)."""
+    values: dict[str, Any] = {root_required_param(i): trait
+                              for i, trait in enumerate(roots.required)}
+    values[ROOT_FORBIDDEN] = list(roots.forbidden)
+    return values
 
 
 def _root_ok(root_col, shape: tuple[int, bool]):
@@ -414,22 +326,11 @@ def single_providers(conn: sa.Connection, group: GroupIds, roots: Roots, limit: 
     if random_order:
         order = "rand" if conn.dialect.name == "mysql" else "random"
     statement = single_statement(group_shape(group), roots.shape(), order, limit is not None)
-    params = {**SINGLE.values(group), **roots.params(), LIMIT: limit}
+    params = {**SINGLE.values(group), **root_params(roots), LIMIT: limit}
     return [(row[0], row[1]) for row in conn.execute(statement, params)]
 
 
 # --- match rows ------------------------------------------------------------
-
-class MatchRow(NamedTuple):
-    part: int
-    provider: int
-    root: int
-    class_id: int | None
-    # min(free capacity, max_unit): the most one candidate may take.
-    room: int
-    traits: int
-    flags: int
-
 
 def _flag_bits(shape: GroupShape, binds: GroupBinds, sharing: bool, roots: tuple[int, bool]):
     unsuffixed = not shape.granular
@@ -488,23 +389,6 @@ def _unsuffixed_filters(shape: GroupShape, binds: GroupBinds, sharing: bool) -> 
         conditions.append(sa.and_(*local) if escape is None
                           else sa.or_(sa.and_(*local), escape))
     return conditions
-
-
-def part_keys(groups: list[GroupIds]) -> list[tuple]:
-    """One key per part; equal keys mean equal rows (asked once)."""
-    keys: list[tuple] = []
-    for g in groups:
-        filters = (g.same_provider, g.required, g.forbidden, g.member_of, g.forbidden_aggs)
-        if not g.resources:
-            keys.append(("resourceless", *filters))
-        keys += [(rc, amount, g.tree_root, *filters) for rc, amount in g.resources]
-    return keys
-
-
-def canonical_parts(groups: list[GroupIds]) -> list[int]:
-    """For each part, the first part with the same rows."""
-    keys = part_keys(groups)
-    return [keys.index(key) for key in keys]
 
 
 @functools.lru_cache(maxsize=CACHE)
@@ -572,7 +456,7 @@ def match(conn: sa.Connection, groups: list[GroupIds], sharing_trait: int | None
     statement = _match_statement(tuple(group_shape(g) for g in groups),
                                  sharing_trait is not None, roots.shape(),
                                  len(unsuffixed_traits), tuple(canonical_parts(groups)))
-    params = {SHARING_TRAIT_ID: sharing_trait, **roots.params()}
+    params = {SHARING_TRAIT_ID: sharing_trait, **root_params(roots)}
     for index, group in enumerate(groups):
         params.update(GroupBinds(f"g{index}_").values(group))
     params.update({trait_bit_param(i): trait for i, trait in enumerate(unsuffixed_traits)})
@@ -581,21 +465,14 @@ def match(conn: sa.Connection, groups: list[GroupIds], sharing_trait: int | None
          flags) in conn.execute(statement, params).fetchall():
         room = 0
         if class_id is not None:
-            room = min(capacity.capacity(total, reserved, ratio) - int(in_use), max_unit)
+            room = capacity.room(int(in_use), capacity.capacity(total, reserved, ratio),
+                                 max_unit)
         rows.append(MatchRow(int(part), provider, root, class_id, room, int(traits),
                              int(flags)))
     return rows
 
 
 # --- sharing, tree shape, summaries -----------------------------------------
-
-@dataclass(frozen=True)
-class Anchor:
-    root: int
-    root_ok: bool
-    # The root is in a forbidden aggregate of the unsuffixed group.
-    bad: bool
-
 
 @functools.lru_cache(maxsize=16)
 def _anchors_statement(roots: tuple[int, bool], forbidden_aggs: bool):
@@ -619,7 +496,7 @@ def sharing_anchors(conn: sa.Connection, providers: Iterable[int], roots: Roots,
     statement = _anchors_statement(roots.shape(), bool(forbidden_aggs))
     found: dict[int, list[Anchor]] = {}
     for chunk in chunks(sorted(set(providers))):
-        params = {"providers": chunk, "faggs": list(forbidden_aggs), **roots.params()}
+        params = {"providers": chunk, "faggs": list(forbidden_aggs), **root_params(roots)}
         for provider, root, flags in conn.execute(statement, params):
             found.setdefault(provider, []).append(
                 Anchor(root=root, root_ok=not roots or bool(flags & AnchorFlag.ROOT_OK),

@@ -150,6 +150,10 @@ def tree_candidates(slots: list[Slot], rules: Rules,
     count = len(slots)
     option_sets = [frozenset(slot.options) for slot in slots]
     room = rules.room
+    # The walk's state: what is taken from whom, who fills each position, the
+    # providers of isolated groups, and (before 1.29) the one giver per tree.
+    # Kept in the closures below, not an object: the walk's inner steps run at
+    # every node, and cell variables are cheaper there than attributes.
     taken: dict[tuple[int, int], int] = {}
     chosen: list[int] = [0] * count
     isolated: set[int] = set()
@@ -157,11 +161,7 @@ def tree_candidates(slots: list[Slot], rules: Rules,
 
     unsuffixed_at = [i for i, slot in enumerate(slots) if not slot.granular]
     trait_check_at = unsuffixed_at[-1] if unsuffixed_at and rules.unsuffixed_required else -1
-    subtree_checks: dict[int, list[list[int]]] = {}
-    for suffixes in rules.same_subtrees:
-        positions = [i for i, slot in enumerate(slots) if slot.suffix in suffixes]
-        if len(positions) > 1:
-            subtree_checks.setdefault(positions[-1], []).append(positions)
+    subtree_checks = _subtree_checks(slots, rules.same_subtrees)
 
     def fits(pos: int, rp: int) -> bool:
         slot = slots[pos]
@@ -230,34 +230,14 @@ def tree_candidates(slots: list[Slot], rules: Rules,
                 return False
         return True
 
-    # suffix -> the positions of its slots (one for a granular group)
-    by_suffix: dict[str, list[int]] = {}
-    for pos, slot in enumerate(slots):
-        by_suffix.setdefault(slot.suffix, []).append(pos)
-    suffix_positions = list(by_suffix.items())
+    suffix_positions = _suffix_positions(slots)
     root_of = rules.root_of
-
-    def build() -> Candidate:
-        # Called once per candidate: tens of thousands of times for wide trees.
-        allocations: dict[int, dict[int, int]] = {}
-        for (rp, rc), amount in taken.items():
-            found = allocations.get(rp)
-            if found is None:
-                allocations[rp] = {rc: amount}
-            else:
-                found[rc] = amount
-        mappings = {suffix: (chosen[positions[0]],) if len(positions) == 1
-                    else tuple(sorted({chosen[p] for p in positions}))
-                    for suffix, positions in suffix_positions}
-        roots = {root_of.get(rp, rp) for rp in allocations}
-        return Candidate(allocations, mappings,
-                         (roots.pop(),) if len(roots) == 1 else tuple(sorted(roots)))
 
     def walk(pos: int) -> Iterator[Candidate]:
         if step is not None:
             step()
         if pos == count:
-            yield build()
+            yield _candidate(taken, chosen, suffix_positions, root_of)
             return
         for rp in slots[pos].options:
             if not fits(pos, rp):
@@ -268,6 +248,47 @@ def tree_candidates(slots: list[Slot], rules: Rules,
             unplace(pos, rp)
 
     yield from walk(0)
+
+
+def _subtree_checks(slots: list[Slot], same_subtrees: tuple[frozenset[str], ...]
+                    ) -> dict[int, list[list[int]]]:
+    """For each same_subtree rule of more than one slot, its slots' positions,
+    under the last of them (where the walk has chosen them all)."""
+    checks: dict[int, list[list[int]]] = {}
+    for suffixes in same_subtrees:
+        positions = [i for i, slot in enumerate(slots) if slot.suffix in suffixes]
+        if len(positions) > 1:
+            checks.setdefault(positions[-1], []).append(positions)
+    return checks
+
+
+def _suffix_positions(slots: list[Slot]) -> list[tuple[str, list[int]]]:
+    """Each suffix with the positions of its slots (one for a granular group)."""
+    by_suffix: dict[str, list[int]] = {}
+    for pos, slot in enumerate(slots):
+        by_suffix.setdefault(slot.suffix, []).append(pos)
+    return list(by_suffix.items())
+
+
+def _candidate(taken: dict[tuple[int, int], int], chosen: list[int],
+               suffix_positions: list[tuple[str, list[int]]],
+               root_of: dict[int, int]) -> Candidate:
+    """The candidate of a complete walk: ``taken`` by provider, the providers
+    ``chosen`` per suffix, and their roots."""
+    # Called once per candidate: tens of thousands of times for wide trees.
+    allocations: dict[int, dict[int, int]] = {}
+    for (rp, rc), amount in taken.items():
+        found = allocations.get(rp)
+        if found is None:
+            allocations[rp] = {rc: amount}
+        else:
+            found[rc] = amount
+    mappings = {suffix: (chosen[positions[0]],) if len(positions) == 1
+                else tuple(sorted({chosen[p] for p in positions}))
+                for suffix, positions in suffix_positions}
+    roots = {root_of.get(rp, rp) for rp in allocations}
+    return Candidate(allocations, mappings,
+                     (roots.pop(),) if len(roots) == 1 else tuple(sorted(roots)))
 
 
 def in_one_subtree(providers: set[int], ancestors: dict[int, frozenset[int]]) -> bool:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Iterator
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import sqlalchemy as sa
 
 from allotment.candidates import query, summaries
 from allotment.candidates.model import Provider, State
-from allotment.candidates.query import (
+from allotment.candidates.request import CandidateRequest
+from allotment.candidates.resolved import (
     SHARING_TRAIT,
     Anchor,
     GroupIds,
@@ -28,8 +29,9 @@ from allotment.candidates.query import (
     MatchRow,
     NameIds,
     Roots,
+    canonical_parts,
+    refuse_unknown,
 )
-from allotment.candidates.request import CandidateRequest
 from allotment.candidates.summaries import ProviderSummary
 from allotment.ledger.common import STANDARD_CLASS_IDS
 
@@ -96,6 +98,15 @@ class DatabaseSource:
 
 Check = Callable[[Provider], bool]
 
+
+class _Flagging(NamedTuple):
+    """How one group's match rows are flagged and kept (``ModelSource._flagging``)."""
+
+    member: Callable[[frozenset[int]], bool] | None
+    flags_of: Callable[[Provider], int]
+    escape: Callable[[Provider, int], bool]
+    gate: Callable[[Provider, int], bool]
+
 SHARING_FLAG = MatchFlag.SHARING.value
 ROOT_OK_FLAG = MatchFlag.ROOT_OK.value
 MEMBER_FLAG = MatchFlag.MEMBER.value
@@ -142,7 +153,7 @@ class ModelSource:
             sharing_holds = any(not holding.isdisjoint(sharing) for holding in holders)
         names.layout = Layout(has_trees=bool(state.nested),
                               spread_possible=nested_holds or sharing_holds)
-        query.refuse_unknown(request, names)
+        refuse_unknown(request, names)
         return names
 
     # --- filters, as predicates on a provider ------------------------------
@@ -216,7 +227,7 @@ class ModelSource:
             provider = providers[rp]
             inventories = provider.inventories
             for rc, amount in amounts:
-                if not inventories[rc].room_for(amount):
+                if not inventories[rc].fits(amount):
                     break
             else:
                 if root_ok is None or root_ok(provider):
@@ -239,87 +250,108 @@ class ModelSource:
     def match(self, groups: list[GroupIds], sharing_trait: int | None, roots: Roots,
               unsuffixed_traits: list[int]) -> list[MatchRow]:
         """``query.match``: rows part by part, in provider id order."""
-        state = self.state
-        canonical = query.canonical_parts(groups)
+        canonical = canonical_parts(groups)
         root_ok = self._root_ok(roots)
         rows: list[MatchRow] = []
         part = 0
         for group in groups:
-            unsuffixed = not group.same_provider
-            member = self._member(group)
-
-            def flags_of(p: Provider, member=member, unsuffixed=unsuffixed,
-                         group=group) -> int:
-                flags = 0
-                if sharing_trait is not None and sharing_trait in p.traits:
-                    flags |= SHARING_FLAG
-                if root_ok is not None and root_ok(p):
-                    flags |= ROOT_OK_FLAG
-                if unsuffixed:
-                    if member is not None and member(p.aggregates):
-                        flags |= MEMBER_FLAG
-                    if member is not None and member(self._aggregates_of_root(p)):
-                        flags |= ROOT_MEMBER_FLAG
-                    if group.forbidden_aggs and not self._aggregates_of_root(p).isdisjoint(
-                            group.forbidden_aggs):
-                        flags |= ROOT_BAD_FLAG
-                return flags
-
-            def escape(p: Provider, flags: int, member=member, group=group) -> bool:
-                # query._escape: a sharing provider's own root does not decide.
-                if sharing_trait is None or (not group.same_provider
-                                             and group.tree_root is not None):
-                    return False
-                if not flags & SHARING_FLAG:
-                    return False
-                if not group.same_provider and member is not None:
-                    return bool(flags & MEMBER_FLAG)
-                return True
-
-            def gate(p: Provider, flags: int, escape=escape) -> bool:
-                if root_ok is None:
-                    return True
-                return bool(flags & ROOT_OK_FLAG) or escape(p, flags)
-
+            flagging = self._flagging(group, sharing_trait, root_ok)
+            # A part equal to an earlier one is not asked again (as in the SQL).
             if not group.resources:
                 if canonical[part] == part:
-                    checks = self._provider_filters(group)
-                    for rp in sorted(state.providers):
-                        p = state.providers[rp]
-                        if all(c(p) for c in checks):
-                            flags = flags_of(p)
-                            if gate(p, flags):
-                                rows.append(MatchRow(part, rp, p.root, None, 0, 0, flags))
+                    self._resourceless_rows(part, group, flagging, rows)
                 part += 1
                 continue
             if group.same_provider:
                 checks = self._provider_filters(group)
             else:
-                checks = self._unsuffixed_filters(group, member, escape, flags_of)
+                checks = self._unsuffixed_filters(group, flagging.member, flagging.escape,
+                                                  flagging.flags_of)
             for rc, amount in group.resources:
-                if canonical[part] != part:
-                    part += 1
-                    continue
-                for rp in state.sorted_holders(rc):
-                    p = state.providers[rp]
-                    inv = p.inventories[rc]
-                    if not inv.room_for(amount):
-                        continue
-                    if group.tree_root is not None and p.root != group.tree_root:
-                        continue
-                    if not all(c(p) for c in checks):
-                        continue
-                    flags = flags_of(p)
-                    if not gate(p, flags):
-                        continue
-                    traits = 0
-                    if unsuffixed:
-                        for i, trait in enumerate(unsuffixed_traits):
-                            if trait in p.traits:
-                                traits |= 1 << i
-                    rows.append(MatchRow(part, rp, p.root, rc, inv.room, traits, flags))
+                if canonical[part] == part:
+                    self._class_rows(part, group, rc, amount, checks, flagging,
+                                     unsuffixed_traits, rows)
                 part += 1
         return rows
+
+    def _flagging(self, group: GroupIds, sharing_trait: int | None,
+                  root_ok: Callable[[Provider], bool] | None) -> _Flagging:
+        """``query._flag_bits``, ``_escape`` and ``_root_gate`` for one group."""
+        unsuffixed = not group.same_provider
+        member = self._member(group)
+
+        def flags_of(p: Provider) -> int:
+            flags = 0
+            if sharing_trait is not None and sharing_trait in p.traits:
+                flags |= SHARING_FLAG
+            if root_ok is not None and root_ok(p):
+                flags |= ROOT_OK_FLAG
+            if unsuffixed:
+                if member is not None and member(p.aggregates):
+                    flags |= MEMBER_FLAG
+                if member is not None and member(self._aggregates_of_root(p)):
+                    flags |= ROOT_MEMBER_FLAG
+                if group.forbidden_aggs and not self._aggregates_of_root(p).isdisjoint(
+                        group.forbidden_aggs):
+                    flags |= ROOT_BAD_FLAG
+            return flags
+
+        def escape(p: Provider, flags: int) -> bool:
+            # query._escape: a sharing provider's own root does not decide.
+            if sharing_trait is None or (not group.same_provider
+                                         and group.tree_root is not None):
+                return False
+            if not flags & SHARING_FLAG:
+                return False
+            if not group.same_provider and member is not None:
+                return bool(flags & MEMBER_FLAG)
+            return True
+
+        def gate(p: Provider, flags: int) -> bool:
+            if root_ok is None:
+                return True
+            return bool(flags & ROOT_OK_FLAG) or escape(p, flags)
+
+        return _Flagging(member, flags_of, escape, gate)
+
+    def _resourceless_rows(self, part: int, group: GroupIds, flagging: _Flagging,
+                           rows: list[MatchRow]) -> None:
+        """A resourceless group's part: every provider that passes its filters."""
+        state = self.state
+        checks = self._provider_filters(group)
+        for rp in sorted(state.providers):
+            p = state.providers[rp]
+            if all(c(p) for c in checks):
+                flags = flagging.flags_of(p)
+                if flagging.gate(p, flags):
+                    rows.append(MatchRow(part, rp, p.root, None, 0, 0, flags))
+
+    def _class_rows(self, part: int, group: GroupIds, rc: int, amount: int,
+                    checks: list[Check], flagging: _Flagging, unsuffixed_traits: list[int],
+                    rows: list[MatchRow]) -> None:
+        """One (group, class) part: the holders of ``rc`` with room for ``amount``
+        that pass the group's filters, in id order (the hot loop of a search)."""
+        state = self.state
+        unsuffixed = not group.same_provider
+        flags_of, gate = flagging.flags_of, flagging.gate
+        for rp in state.sorted_holders(rc):
+            p = state.providers[rp]
+            inv = p.inventories[rc]
+            if not inv.fits(amount):
+                continue
+            if group.tree_root is not None and p.root != group.tree_root:
+                continue
+            if not all(c(p) for c in checks):
+                continue
+            flags = flags_of(p)
+            if not gate(p, flags):
+                continue
+            traits = 0
+            if unsuffixed:
+                for i, trait in enumerate(unsuffixed_traits):
+                    if trait in p.traits:
+                        traits |= 1 << i
+            rows.append(MatchRow(part, rp, p.root, rc, inv.room, traits, flags))
 
     def _unsuffixed_filters(self, group: GroupIds, member, escape, flags_of) -> list[Check]:
         """``query._unsuffixed_filters``: only forbidden traits and aggregates exclude."""

@@ -17,12 +17,12 @@ import sqlalchemy as sa
 from allotment.candidates.query import (
     LIMIT,
     SINGLE,
-    GroupIds,
     GroupShape,
-    Roots,
     group_shape,
+    root_params,
     single_statement,
 )
+from allotment.candidates.resolved import GroupIds, Roots
 from allotment.candidates.sql import CACHE, RP, chunks, ids
 from allotment.db import tables as t
 from allotment.ledger import capacity, common
@@ -157,7 +157,7 @@ def single_trees(conn: sa.Connection, group: GroupIds, roots: Roots, limit: int 
     rows come back in the same statement.
     """
     statement = _single_trees_statement(group_shape(group), roots.shape(), limit is not None)
-    params = {**SINGLE.values(group), **roots.params(), LIMIT: limit}
+    params = {**SINGLE.values(group), **root_params(roots), LIMIT: limit}
     found = _collect(conn, conn.execute(statement, params))
     _link(found)
     return found

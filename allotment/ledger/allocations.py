@@ -343,19 +343,23 @@ def _check_capacity(conn: sa.Connection, claims: list[Claim],
                 if inventory is None:
                     raise InvalidAllocation(
                         f"Inventory for '{rc}' on resource provider '{rp_uuid}' invalid.")
-                if not capacity.amount_allowed(amount, inventory.min_unit, inventory.max_unit,
-                                               inventory.step_size):
-                    raise InvalidAllocation(
-                        f"Unable to create allocation for '{rc}' on resource provider "
-                        f"'{rp_uuid}'. The requested amount would violate inventory "
-                        "constraints.")
-                wanted[key] += amount
                 before = usage.get(key, 0)
-                after = before - old_ours.get(key, 0) + wanted[key]
-                # Over capacity is tolerated only when it is no worse than before.
+                # Allocated besides this amount: this request's earlier amounts
+                # replace what its consumers held.
+                used = before - old_ours.get(key, 0) + wanted[key]
                 limit = capacity.capacity(inventory.total, inventory.reserved,
                                           inventory.allocation_ratio)
-                if after > limit and after > before:
-                    raise InvalidAllocation(
-                        f"Unable to create allocation for '{rc}' on resource provider "
-                        f"'{rp_uuid}'. The requested amount would exceed the capacity.")
+                if not capacity.fits(amount, used, limit, inventory.min_unit,
+                                     inventory.max_unit, inventory.step_size):
+                    if not capacity.amount_allowed(amount, inventory.min_unit,
+                                                   inventory.max_unit, inventory.step_size):
+                        raise InvalidAllocation(
+                            f"Unable to create allocation for '{rc}' on resource provider "
+                            f"'{rp_uuid}'. The requested amount would violate inventory "
+                            "constraints.")
+                    # Over capacity is tolerated only when it is no worse than before.
+                    if used + amount > before:
+                        raise InvalidAllocation(
+                            f"Unable to create allocation for '{rc}' on resource provider "
+                            f"'{rp_uuid}'. The requested amount would exceed the capacity.")
+                wanted[key] += amount

@@ -6,10 +6,12 @@ the API shows it), and one allocation from it must lie within
 ``min_unit..max_unit`` and be a multiple of ``step_size``.
 
 The rule is here twice, in the two languages that need it, side by side:
-``capacity``/``amount_allowed`` in Python (the claim check, the candidate
-engine's room per provider, the summaries) and ``usage``/``room_for`` as SQL
-expressions (the candidate filter and the provider list's ``resources``
-filter). They agree by construction on every amount the API accepts: for a
+``fits`` (from ``capacity`` and ``amount_allowed``) and ``room`` in Python (the
+claim check, the read model, explain, the summaries) and ``usage``/``room_for``
+as SQL expressions (the candidate filter and the provider list's
+``resources`` filter). ``InventoryWithUsage`` is the record the Python side
+reads them from. They agree by construction on every amount the API accepts
+(``tests/test_capacity_rule.py`` checks a grid on every backend): for a
 whole number ``n``, ``n <= int(c)`` exactly when ``n <= c`` for ``c >= 0``,
 and for ``c < 0`` both are false for every ``n >= 0``; the SQL therefore
 compares with the untruncated product, which every backend computes in
@@ -27,6 +29,7 @@ An amount asked for above the bound fits nowhere (``requestable``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -86,6 +89,64 @@ def requestable(amount: int) -> int:
 def amount_allowed(amount: int, min_unit: int, max_unit: int, step_size: int) -> bool:
     """One allocation of ``amount`` respects the record's unit rules."""
     return min_unit <= amount <= max_unit and amount % step_size == 0
+
+
+def fits(amount: int, used: int, capacity: int, min_unit: int, max_unit: int,
+         step_size: int) -> bool:
+    """One more allocation of ``amount`` fits: the unit rules, and room for it
+    on top of ``used`` within ``capacity`` (of ``capacity()``). ``room_for``
+    in SQL."""
+    # Room first: it is the test that fails most often in a candidates search.
+    return used + amount <= capacity and amount_allowed(amount, min_unit, max_unit, step_size)
+
+
+def room(used: int, capacity: int, max_unit: int) -> int:
+    """The most one allocation may take: the free capacity, capped by
+    ``max_unit`` (negative when the record is over capacity)."""
+    return min(capacity - used, max_unit)
+
+
+@dataclass(slots=True, frozen=True)
+class InventoryWithUsage:
+    """An inventory record's values with what is allocated from it.
+
+    What the read model holds per (provider, class) and explain judges by;
+    tens of thousands of them live in a worker, hence slots and no more than
+    the record's own fields plus the two read with it.
+    """
+
+    total: int
+    reserved: int
+    min_unit: int
+    max_unit: int
+    step_size: int
+    allocation_ratio: float
+    used: int
+    # capacity(total, reserved, allocation_ratio), computed once at load.
+    capacity: int
+
+    def fits(self, amount: int) -> bool:
+        """One more allocation of ``amount`` fits (``fits`` above)."""
+        return fits(amount, self.used, self.capacity, self.min_unit, self.max_unit,
+                    self.step_size)
+
+    @property
+    def room(self) -> int:
+        """The most one candidate may take (``room`` above)."""
+        return room(self.used, self.capacity, self.max_unit)
+
+    @property
+    def free(self) -> int:
+        """What is left of the capacity (negative when over it)."""
+        return self.capacity - self.used
+
+
+def with_usage(total: int, reserved: int, min_unit: int, max_unit: int, step_size: int,
+               allocation_ratio: float, used: int) -> InventoryWithUsage:
+    """The record of a stored row: its capacity by the one rule."""
+    ratio = float(allocation_ratio)
+    return InventoryWithUsage(total, reserved, min_unit, max_unit, step_size, ratio, int(used),
+                              capacity(total, reserved, ratio))
 
 
 # --- the same rule in SQL, on an alias of the inventories table ---------------
