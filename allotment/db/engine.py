@@ -189,13 +189,16 @@ class Database:
         lost: DBAPIError | PoolTimeout | None = None
         try:
             with self.engine.connect() as conn:
-                self.outage.ended()
                 if write:
                     conn.execution_options(allotment_write=True)
                 if one_snapshot:
                     conn.execution_options(isolation_level="REPEATABLE READ")
                 with conn.begin():
                     yield conn
+            # Back only once a whole transaction has worked: during a PostgreSQL
+            # shutdown a session may still pass the checkout's ping, then die
+            # at its next statement (a "back" then "gone" again in the log).
+            self.outage.ended()
         except (DBAPIError, PoolTimeout) as exc:
             if not availability.is_disconnect(exc):
                 raise
