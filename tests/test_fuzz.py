@@ -46,7 +46,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote, unquote, unquote_to_bytes
 
 import falcon.testing
@@ -92,6 +92,29 @@ MINORS = (0, 14, 28, 39)
 # Cases per operation and mode: more where a body or query string can be wrong.
 MAX_EXAMPLES = {"with_input": 8, "path_only": 3}
 REQUEST_TIMEOUT = 10.0
+
+T = TypeVar("T")
+
+
+def call_within(call: Callable[[], T]) -> T | None:
+    """``call()``'s answer, or None after ``REQUEST_TIMEOUT`` (its daemon thread is
+    left behind, so that a hang fails the test instead of stopping it)."""
+    answers: queue.Queue = queue.Queue()
+
+    def run() -> None:
+        try:
+            answers.put(call())
+        except BaseException as exc:  # handed to the test's thread
+            answers.put(exc)
+
+    threading.Thread(target=run, daemon=True).start()
+    try:
+        answer = answers.get(timeout=REQUEST_TIMEOUT)
+    except queue.Empty:
+        return None
+    if isinstance(answer, BaseException):
+        raise answer
+    return answer
 HEADERS = {"X-Auth-Token": "admin", "X-Roles": "admin,service"}
 
 RP = "0f0e0d0c-0b0a-4909-8807-060504030201"
@@ -306,22 +329,7 @@ class Fuzzer:
     def _call(self, case, headers: dict[str, str]):
         """The answer, or None after ``REQUEST_TIMEOUT`` (the request's daemon thread is
         left behind, so that a hang fails the test instead of stopping it)."""
-        answers: queue.Queue = queue.Queue()
-
-        def call() -> None:
-            try:
-                answers.put(case.call(app=self.app, headers=headers))
-            except BaseException as exc:  # handed to the test's thread
-                answers.put(exc)
-
-        threading.Thread(target=call, daemon=True).start()
-        try:
-            answer = answers.get(timeout=REQUEST_TIMEOUT)
-        except queue.Empty:
-            return None
-        if isinstance(answer, BaseException):
-            raise answer
-        return answer
+        return call_within(lambda: case.call(app=self.app, headers=headers))
 
     def _record(self, label: str, kind: str, detail: str) -> None:
         self.failures.setdefault((label, kind), detail[:3000])
@@ -843,31 +851,20 @@ class HostileRun:
                                             headers=headers, body=body or b"")
         env["PATH_INFO"] = unquote_to_bytes(path).decode("latin-1")
         env["RAW_URI"] = path + (f"?{query}" if query else "")
-        answers: queue.Queue = queue.Queue()
 
-        def call() -> None:
-            try:
-                started = time.monotonic()
-                start_response = falcon.testing.StartResponseMock()
-                content = b"".join(falcon.testing.helpers.closed_wsgi_iterable(
-                    self.app(env, start_response)))
-                returned: dict[str, list[str]] = {}
-                for name, value in start_response.headers or ():
-                    returned.setdefault(name.lower(), []).append(value)
-                answers.put(Answer(int(str(start_response.status).split()[0]), returned,
-                                   content, time.monotonic() - started))
-            except BaseException as exc:  # handed to the test's thread
-                answers.put(exc)
+        def call() -> Answer:
+            started = time.monotonic()
+            start_response = falcon.testing.StartResponseMock()
+            content = b"".join(falcon.testing.helpers.closed_wsgi_iterable(
+                self.app(env, start_response)))
+            returned: dict[str, list[str]] = {}
+            for name, value in start_response.headers or ():
+                returned.setdefault(name.lower(), []).append(value)
+            return Answer(int(str(start_response.status).split()[0]), returned,
+                          content, time.monotonic() - started)
 
         self.requests += 1
-        threading.Thread(target=call, daemon=True).start()
-        try:
-            answer = answers.get(timeout=REQUEST_TIMEOUT)
-        except queue.Empty:
-            return None
-        if isinstance(answer, BaseException):
-            raise answer
-        return answer
+        return call_within(call)
 
     def problems_of(self, method: str, template: str, minor: int, path: str, query: str,
                     body: bytes | None, answer: Answer) -> list[str]:

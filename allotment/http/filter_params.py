@@ -10,6 +10,7 @@ from __future__ import annotations
 from allotment import errors
 from allotment.http.microversion import Version
 from allotment.http.request import Query, is_uuid_like
+from allotment.ledger import capacity
 from allotment.ledger.filters import AggregateFilter, TraitFilter
 
 _RESOURCES_FORM = ("Badly formed resources parameter. Expected resources query string "
@@ -26,10 +27,11 @@ def parse_resources(value: str) -> dict[str, int]:
         except ValueError:
             raise errors.BadRequest(_RESOURCES_FORM.format(item)) from None
         try:
-            # A long run of digits is just "more than anything holds" (int()
-            # refuses thousands of digits).
-            amount = (10**20 if len(amount_text) > 20 and amount_text.isascii()
-                      and amount_text.isdigit() else int(amount_text))
+            # A long run of digits is more than any capacity (int() refuses
+            # thousands of digits): kept as the amount that fits nowhere.
+            amount = (capacity.MAX_CAPACITY + 1 if len(amount_text) > 20
+                      and amount_text.isascii() and amount_text.isdigit()
+                      else int(amount_text))
         except ValueError:
             raise errors.BadRequest(
                 f"Requested resource {name} expected positive integer amount. "
