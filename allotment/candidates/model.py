@@ -200,6 +200,10 @@ def _move(index: dict[int, set[int]], member: int, old: AbstractSet[int],
           new: AbstractSet[int]) -> set[int]:
     """Move ``member`` in ``index`` (key -> members) from the keys ``old`` to ``new``;
     the keys whose members changed."""
+    if not old:  # a full load: nothing to take away, no set differences to build
+        for key in new:
+            index.setdefault(key, set()).add(member)
+        return set(new)
     for key in old - new:
         index[key].discard(member)
     for key in new - old:
@@ -235,7 +239,7 @@ def _load_names(conn: sa.Connection, state: State, traits: set[int] | None = Non
                     old = by_id.pop(ident, None)
                     if old is not None:
                         by_name.pop(old, None)
-            for ident, name in conn.execute(statement):
+            for ident, name in conn.execute(statement).all():
                 by_id[ident] = name
                 by_name[name] = ident
 
@@ -248,7 +252,7 @@ def _load_providers(conn: sa.Connection, state: State, ids: set[int] | None) -> 
         if chunk is not None:
             statement = statement.where(rp.c.id.in_(chunk))
         found = set()
-        for ident, uuid, name, parent, root in conn.execute(statement):
+        for ident, uuid, name, parent, root in conn.execute(statement).all():
             state._put_provider(ident, uuid, name, parent, root)
             found.add(ident)
         for gone in (set(chunk) - found if chunk is not None else ()):
@@ -266,7 +270,7 @@ def _load_inventories(conn: sa.Connection, state: State, ids: set[int] | None) -
         if chunk is not None:
             statement = statement.where(inv.c.resource_provider_id.in_(chunk))
         for rp, rc, total, reserved, min_unit, max_unit, step, ratio, used in \
-                conn.execute(statement):
+                conn.execute(statement).all():
             by_provider.setdefault(rp, {})[rc] = capacity.with_usage(
                 total, reserved, min_unit, max_unit, step, ratio, used)
     for rp, inventories in by_provider.items():
@@ -282,7 +286,7 @@ def _load_links(conn: sa.Connection, table: sa.Table, column: sa.Column,
         statement = sa.select(table.c.resource_provider_id, column)
         if chunk is not None:
             statement = statement.where(table.c.resource_provider_id.in_(chunk))
-        for rp, other in conn.execute(statement):
+        for rp, other in conn.execute(statement).all():
             found.setdefault(rp, set()).add(other)
     return found
 
