@@ -13,10 +13,19 @@ import os
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from urllib.parse import urlencode
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from allotment.candidates import engine
+from allotment.candidates import explain as diagnosis
+from allotment.candidates.model import load
+from allotment.candidates.request import Settings
+from allotment.candidates.sources import ModelSource
+from allotment.handlers.allocation_candidates import parse_request
+from allotment.http.microversion import Version
+from allotment.http.request import Query as HttpQuery
 from allotment.wsgi import make_app
 from tests.candidates_cloud import SHARES, Cloud
 from tests.client import PlacementClient
@@ -362,6 +371,17 @@ def test_candidates_match_the_reference_and_can_be_claimed(client, database, dat
         db=database.db, prepare=False))
     reference_body = Cloud(reference).candidates(version=q.version, **params(q, cloud)).json()
     assert body == reference_body, (q, providers)
+    # Explain, judging the state that answers: no answered tree is excluded, and the
+    # trees it does not judge one by one would have had no reason.
+    major, minor = (int(n) for n in q.version.split("."))
+    request = parse_request(HttpQuery(urlencode(params(q, cloud), doseq=True)),
+                            Version(major, minor))
+    with database.db.snapshot() as conn:
+        state = load(conn)
+    result = engine.find(ModelSource(state), request, Settings())
+    judged = diagnosis.explain(state, request, result, Settings(), check_answered=True)
+    assert judged.disagreements == {}, (q, providers)
+    assert judged.qualified >= len({root for c in result.candidates for root in c.roots})
 
     # Every request can be claimed as returned (a sample, to stay quick).
     for request in body["allocation_requests"][:3]:

@@ -374,7 +374,9 @@ def test_judging_never_excludes_an_answered_tree(mixed, database, version, templ
     """Trees in the answer pass every check; trees out of it have a reason."""
     from allotment.candidates import engine
     from allotment.candidates import explain as diagnosis
+    from allotment.candidates.model import load
     from allotment.candidates.request import Settings
+    from allotment.candidates.sources import ModelSource
     from allotment.handlers.allocation_candidates import parse_request
     from allotment.http.microversion import Version
     from allotment.http.request import Query
@@ -383,10 +385,11 @@ def test_judging_never_excludes_an_answered_tree(mixed, database, version, templ
     params = {key: value.format(**values) for key, value in template.items()}
     request = parse_request(Query(path_for("", params)[1:]),
                             Version(1, int(version.split(".")[1])))
-    with database.db.read() as conn:
-        result = engine.find(conn, request, Settings())
-        found = diagnosis.explain(conn, request, result, Settings(), sample_limit=1000,
-                                  check_answered=True)
+    with database.db.snapshot() as conn:
+        state = load(conn)
+    result = engine.find(ModelSource(state), request, Settings())
+    found = diagnosis.explain(state, request, result, Settings(), sample_limit=1000,
+                              check_answered=True)
     assert found.disagreements == {}
     body = found.as_dict()
     check_contract(body)
@@ -542,3 +545,50 @@ def test_a_thousand_hosts_and_nothing_fits(client, database):
         json.dump({"backend": database.backend, "seconds": round(elapsed, 3),
                    "query": query, "explanation": explanation}, out, indent=2)
     print(json.dumps(explanation, indent=2)[:4000])
+
+
+def test_explain_judges_the_state_that_answered(client, database):
+    """Changed behind the read model between requests, the cloud explain judges is
+    the one the candidates came from: the same candidates as the served ones, and
+    the changed host excluded for what changed."""
+    cloud = Cloud(client)
+    for i in range(4):
+        cloud.provider(f"cn{i}", VCPU=4, MEMORY_MB=1024)
+    query = {"resources": "VCPU:2,MEMORY_MB:256"}
+    assert client.get(path_for("/allocation_candidates", query), version="1.39").status == 200
+    inventories = t.inventories
+
+    def provider_id(name: str) -> int:
+        with database.engine.connect() as conn:
+            return conn.execute(sa.select(t.resource_providers.c.id).where(
+                t.resource_providers.c.uuid == cloud.uuid(name))).scalar_one()
+
+    def set_total(name: str, total: int) -> None:
+        with database.engine.begin() as conn:
+            conn.execute(inventories.update().where(
+                inventories.c.resource_provider_id == provider_id(name),
+                inventories.c.resource_class_id == STANDARD_CLASS_IDS["VCPU"]
+            ).values(total=total, max_unit=total))
+
+    def delete_memory(name: str) -> None:
+        with database.engine.begin() as conn:
+            conn.execute(inventories.delete().where(
+                inventories.c.resource_provider_id == provider_id(name),
+                inventories.c.resource_class_id == STANDARD_CLASS_IDS["MEMORY_MB"]))
+
+    for change, name, expected_filters in [
+            (lambda: set_total("cn0", 1), "cn0", {"capacity", "max_unit"}),
+            (lambda: delete_memory("cn2"), "cn2", {"no_inventory"}),
+            (lambda: set_total("cn0", 8), None, set())]:
+        change()
+        body = explain(cloud, **query, explain_limit="10")
+        served = client.get(path_for("/allocation_candidates", query), version="1.39").json()
+        assert {key: body[key] for key in served} == served
+        answered = {cloud.name_of(rp) for request in served["allocation_requests"]
+                    for rp in request["allocations"]}
+        out = excluded(body)
+        assert body["explanation"]["trees"]["qualified"] == len(answered)
+        assert set(out) == {f"cn{i}" for i in range(4)} - answered
+        if name is not None:
+            assert name in out
+            assert {reason["filter"] for reason in out[name]} == expected_filters

@@ -45,11 +45,16 @@ LAYERS: list[tuple[str, str]] = [
     ("allotment.schemas", "allotment.openapi"),
     *[("allotment.handlers", upper)
       for upper in ("allotment.wsgi", "allotment.server", "allotment.cli")],
-    # The read model's path and the values it shares with the SQL path need none of
-    # the candidates' SQL statements.
-    *[(lower, "allotment.candidates.query")
+    # Within the candidates: the state, the values and the search below the engine
+    # that asks them, explain above it (it runs the engine, never the reverse).
+    *[(lower, upper)
       for lower in ("allotment.candidates.model", "allotment.candidates.search",
-                    "allotment.candidates.resolved")],
+                    "allotment.candidates.resolved", "allotment.candidates.request",
+                    "allotment.candidates.budget", "allotment.candidates.feed")
+      for upper in ("allotment.candidates.sources", "allotment.candidates.engine",
+                    "allotment.candidates.explain")],
+    ("allotment.candidates.sources", "allotment.candidates.engine"),
+    ("allotment.candidates.engine", "allotment.candidates.explain"),
 ]
 
 

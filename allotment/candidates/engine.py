@@ -39,6 +39,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
@@ -46,12 +47,11 @@ import sqlalchemy as sa
 
 from allotment.candidates import resolved, search
 from allotment.candidates.budget import Budget, bounded_product
-from allotment.candidates.model import ReadModel
+from allotment.candidates.model import ReadModel, State, load
 from allotment.candidates.request import CandidateRequest, Settings
-from allotment.candidates.resolved import GroupIds, MatchFlag, MatchRow
+from allotment.candidates.resolved import GroupIds, MatchFlag, MatchRow, ProviderSummary
 from allotment.candidates.search import Candidate, Rules, Slot
-from allotment.candidates.sources import DatabaseSource, ModelSource, Source
-from allotment.candidates.summaries import ProviderSummary
+from allotment.candidates.sources import ModelSource, Source
 from allotment.db.engine import Database
 
 LOG = logging.getLogger(__name__)
@@ -83,14 +83,28 @@ class SearchObserver(Protocol):
         ``seconds``."""
 
 
+@contextmanager
+def state_of(db: Database, model: ReadModel | None) -> Iterator[State]:
+    """The state to answer from, held until the block ends: the read model's,
+    current as of now, or (without a model) one loaded now for this caller alone."""
+    if model is None:
+        with db.snapshot() as conn:
+            state = load(conn)
+        yield state
+        return
+    with model.current() as state:
+        yield state
+
+
 def answer(db: Database, model: ReadModel | None, request: CandidateRequest,
            settings: Settings, budget: Budget | None = None,
            observer: SearchObserver | None = None) -> Result:
-    """``find`` on the read model when there is one, else on the tables."""
+    """``find`` on the read model when there is one, else on a state loaded for
+    this request alone (in one snapshot, as the model reads)."""
     if model is None:
-        with db.read() as conn:
-            return find(DatabaseSource(conn), request, settings, budget=budget,
-                        observer=observer)
+        with db.snapshot() as conn:
+            state = load(conn)
+        return find(ModelSource(state), request, settings, budget=budget, observer=observer)
     with model.held() as hold:
         return find(ModelSource(hold.state), request, settings, budget=budget,
                     release=hold.release, observer=observer)
@@ -102,7 +116,7 @@ def find(source: Source | sa.Connection, request: CandidateRequest, settings: Se
          observer: SearchObserver | None = None) -> Result:
     """The allocation candidates for ``request`` (unknown names raise).
 
-    ``source`` may be a connection: the tables are then read in its transaction.
+    ``source`` may be a connection: a state is then loaded in its transaction.
     ``budget`` bounds the search (``candidates.budget``; its refusals raise);
     without one it is unbounded. ``release``, when given, lets go of the
     source: a large search calls it once it has copied what it needs, and
@@ -110,7 +124,7 @@ def find(source: Source | sa.Connection, request: CandidateRequest, settings: Se
     ``observer``, when given, hears of the search once it is done.
     """
     if isinstance(source, sa.Connection):
-        source = DatabaseSource(source)
+        source = ModelSource(load(source))
     started = time.perf_counter()
     path, result = _find(source, request, settings, rng, budget or Budget.unlimited(),
                          release)

@@ -1,14 +1,12 @@
 """Why no valid host: the trees an allocation-candidates query leaves out, and why.
 
-Behind GET /explain/allocation_candidates. ``engine.find`` answers the query
-as usual; ``explain`` then looks the names up again (``query.resolve``) and
-reads the cloud in four statements over whole tables, in the same read
-transaction (``read_cloud``: providers; inventories of the requested classes
-with their usage; the provider traits the request names; the aggregate
-memberships the request and the sharing providers need), and
-judges every tree in Python, group by group and filter by filter, keeping
-the numbers that decided. No SQL per tree: at 10,000 providers the reads
-and the judging take a fraction of a second.
+Behind GET /explain/allocation_candidates. ``answer_and_explain`` answers the
+query as GET /allocation_candidates does (``engine.find``), then judges every
+tree of the very state that answered (the worker's read model, held for the
+whole request, or the state loaded for it), in Python, group by group and
+filter by filter, keeping the numbers that decided. Nothing is read twice:
+the explanation cannot see a cloud other than the one the candidates came
+from.
 
 What counts:
 
@@ -38,18 +36,19 @@ the groups involved, comma-separated.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
-import sqlalchemy as sa
-
-from allotment.candidates import query, search
-from allotment.candidates.engine import Result
+from allotment.candidates import engine, rules, search
+from allotment.candidates.budget import Budget
+from allotment.candidates.engine import Result, SearchObserver
+from allotment.candidates.model import ReadModel, State
 from allotment.candidates.request import CandidateRequest, Settings
-from allotment.candidates.resolved import GroupIds, NameIds, group_ids
-from allotment.db import tables as t
-from allotment.ledger import capacity
+from allotment.candidates.resolved import GroupIds, group_ids
+from allotment.candidates.sources import ModelSource
+from allotment.db.engine import Database
 from allotment.ledger.capacity import InventoryWithUsage
 
 LOG = logging.getLogger(__name__)
@@ -64,134 +63,97 @@ FILTERS = ("unknown_aggregate", "unknown_in_tree", "in_tree", "member_of",
            "root_forbidden", "group_policy_isolate", "same_subtree", "combination", "limit")
 
 
-# --- the cloud, read once ----------------------------------------------------
+# --- the cloud, as the engine saw it ---------------------------------------------
 
-@dataclass(frozen=True, slots=True)
-class Provider:
-    id: int
-    uuid: str
-    name: str
-    root: int
-    parent: int | None
-
-
-@dataclass
 class Cloud:
-    """What the judging needs, from ``read_cloud``; never changed afterwards."""
+    """The state that answered the request, read the way the judging reads it."""
 
-    providers: dict[int, Provider]
-    # root -> the providers of its tree, in id order
-    trees: dict[int, list[int]]
-    # (provider, class) -> inventory, for the requested classes only
-    inventory: dict[tuple[int, int], InventoryWithUsage]
-    # class -> providers with inventory of it, in id order
-    holders: dict[int, list[int]]
-    # provider -> the traits it has among those the request names
-    traits: dict[int, frozenset[int]]
-    # provider -> its aggregates among those the request or sharing need
-    aggregates: dict[int, frozenset[int]]
-    sharing: frozenset[int]
-    # root -> sharing providers of other trees that share an aggregate with it
-    shared_with: dict[int, list[int]]
+    def __init__(self, state: State, sharing_trait: int | None) -> None:
+        self.state = state
+        self.providers = state.providers
+        # root -> the providers of its tree, in id order; trees in order of their
+        # first provider
+        self.trees = {root: sorted(members) if len(members) > 1 else list(members)
+                      for root, members in state.trees.items()}
+        self.trees = dict(sorted(self.trees.items(), key=lambda item: item[1][0]))
+        self.sharing: AbstractSet[int] = (state.with_trait.get(sharing_trait, set())
+                                          if sharing_trait is not None else frozenset())
+        self.shared_with = self._shared_with()
+
+    def name(self, rp: int) -> str:
+        provider = self.providers[rp]
+        return provider.name or provider.uuid
+
+    def holds(self, rp: int, rc: int) -> bool:
+        return rc in self.providers[rp].inventories
+
+    def inventory(self, rp: int, rc: int) -> InventoryWithUsage:
+        return self.providers[rp].inventories[rc]
+
+    def holders(self, rc: int) -> list[int]:
+        return self.state.sorted_holders(rc)
 
     def traits_of(self, rp: int) -> frozenset[int]:
-        return self.traits.get(rp, frozenset())
+        return self.providers[rp].traits
 
     def aggregates_of(self, rp: int) -> frozenset[int]:
-        return self.aggregates.get(rp, frozenset())
+        provider = self.providers.get(rp)
+        return provider.aggregates if provider is not None else frozenset()
 
-
-def _in(values: list[int]):
-    return sa.bindparam("values", values, expanding=True)
-
-
-def read_cloud(conn: sa.Connection, classes: Iterable[int], traits: Iterable[int],
-               aggregates: Iterable[int], sharing_trait: int | None) -> Cloud:
-    """The whole cloud as far as a request can see it, in four statements."""
-    rp, rpt, rpa = t.resource_providers, t.resource_provider_traits, \
-        t.resource_provider_aggregates
-    providers: dict[int, Provider] = {}
-    trees: dict[int, list[int]] = {}
-    for ident, uuid, name, root, parent in conn.execute(
-            sa.select(rp.c.id, rp.c.uuid, rp.c.name, rp.c.root_provider_id,
-                      rp.c.parent_provider_id).order_by(rp.c.id)).all():
-        root = root if root is not None else ident
-        providers[ident] = Provider(ident, uuid, name or uuid, root, parent)
-        trees.setdefault(root, []).append(ident)
-
-    inv = t.inventories.alias("explain_inv")
-    inventory: dict[tuple[int, int], InventoryWithUsage] = {}
-    holders: dict[int, list[int]] = {}
-    for row in conn.execute(
-            sa.select(inv.c.resource_provider_id, inv.c.resource_class_id, inv.c.total,
-                      inv.c.reserved, inv.c.min_unit, inv.c.max_unit, inv.c.step_size,
-                      inv.c.allocation_ratio, capacity.usage(inv))
-            .where(inv.c.resource_class_id.in_(_in(sorted(set(classes)))))
-            .order_by(inv.c.resource_provider_id)).all():
-        provider, rc = row[0], row[1]
-        inventory[(provider, rc)] = capacity.with_usage(*row[2:])
-        holders.setdefault(rc, []).append(provider)
-
-    wanted_traits = set(traits) | ({sharing_trait} if sharing_trait is not None else set())
-    found_traits: dict[int, set[int]] = {}
-    if wanted_traits:
-        for provider, trait in conn.execute(
-                sa.select(rpt.c.resource_provider_id, rpt.c.trait_id)
-                .where(rpt.c.trait_id.in_(_in(sorted(wanted_traits))))).all():
-            found_traits.setdefault(provider, set()).add(trait)
-    sharing = frozenset(p for p, ts in found_traits.items() if sharing_trait in ts)
-
-    found_aggs: dict[int, set[int]] = {}
-    wanted_aggs = sorted(set(aggregates))
-    if wanted_aggs or sharing:
-        shared = rpa.alias("explain_shared")
-        shares = rpt.alias("explain_shares")
-        of_sharing = (sa.select(shared.c.aggregate_id)
-                      .join(shares, shares.c.resource_provider_id == shared.c.resource_provider_id)
-                      .where(shares.c.trait_id == sa.bindparam("sharing", sharing_trait)))
-        for provider, aggregate in conn.execute(
-                sa.select(rpa.c.resource_provider_id, rpa.c.aggregate_id)
-                .where(sa.or_(rpa.c.aggregate_id.in_(_in(wanted_aggs)),
-                              rpa.c.aggregate_id.in_(of_sharing)))).all():
-            found_aggs.setdefault(provider, set()).add(aggregate)
-
-    shared_with = _shared_with(providers, found_aggs, sharing)
-    return Cloud(providers, trees, inventory, holders,
-                 {p: frozenset(ts) for p, ts in found_traits.items()},
-                 {p: frozenset(aggs) for p, aggs in found_aggs.items()}, sharing, shared_with)
-
-
-def _shared_with(providers: dict[int, Provider], aggregates: dict[int, set[int]],
-                 sharing: frozenset[int]) -> dict[int, list[int]]:
-    """root -> the sharing providers of other trees in an aggregate with one of its providers."""
-    members: dict[int, set[int]] = {}
-    for provider, aggs in aggregates.items():
-        for aggregate in aggs:
-            members.setdefault(aggregate, set()).add(provider)
-    found: dict[int, set[int]] = {}
-    for share in sharing:
-        own_root = providers[share].root
-        for aggregate in aggregates.get(share, ()):
-            for member in members[aggregate]:
-                root = providers[member].root
-                if root != own_root:
-                    found.setdefault(root, set()).add(share)
-    return {root: sorted(shares) for root, shares in found.items()}
+    def _shared_with(self) -> dict[int, list[int]]:
+        """root -> the sharing providers of other trees in an aggregate with one of
+        its providers."""
+        found: dict[int, set[int]] = {}
+        for share in self.sharing:
+            own_root = self.providers[share].root
+            for aggregate in self.providers[share].aggregates:
+                for member in self.state.members.get(aggregate, ()):
+                    root = self.providers[member].root
+                    if root != own_root:
+                        found.setdefault(root, set()).add(share)
+        return {root: sorted(shares) for root, shares in found.items()}
 
 
 # --- reasons -----------------------------------------------------------------
 
-@dataclass(frozen=True)
 class Reason:
-    """One thing that keeps a tree out of the answer."""
+    """One thing that keeps a tree out of the answer.
 
-    group: str
-    filter: str
-    detail: str
-    provider_uuid: str | None = None
-    resource_class: str | None = None
-    # requested, capacity, used, free, min_unit, max_unit, step_size where they apply
-    numbers: tuple[tuple[str, int], ...] = ()
+    ``detail`` may be given as a function: a rule's refusal is put in words
+    only for the trees the answer describes, not for every tree counted.
+    """
+
+    __slots__ = ("_detail", "_identity", "filter", "group", "numbers", "provider_uuid",
+                 "resource_class")
+
+    def __init__(self, group: str, filter: str, detail: str | Callable[[], str],
+                 provider_uuid: str | None = None, resource_class: str | None = None,
+                 numbers: tuple[tuple[str, int], ...] = (), decided_by: object = None) -> None:
+        self.group = group
+        self.filter = filter
+        self._detail = detail
+        self.provider_uuid = provider_uuid
+        self.resource_class = resource_class
+        # requested, capacity, used, free, min_unit, max_unit, step_size where they apply
+        self.numbers = numbers
+        # Two reasons are the same when they say the same of the same provider.
+        self._identity = (group, filter, provider_uuid, resource_class, numbers,
+                          detail if isinstance(detail, str) else decided_by)
+
+    @property
+    def detail(self) -> str:
+        if not isinstance(self._detail, str):
+            self._detail = self._detail()
+        return self._detail
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Reason) and self._identity == other._identity
+
+    def __hash__(self) -> int:
+        return hash(self._identity)
+
+    def __repr__(self) -> str:
+        return f"Reason({self.group!r}, {self.filter!r}, {self.detail!r})"
 
     def key(self) -> tuple[str, str, str | None]:
         """What ``reasons`` counts trees by."""
@@ -215,9 +177,33 @@ class _Context:
     aggregate_uuids: dict[int, str]
     root_required: frozenset[int]
     root_forbidden: frozenset[int]
+    root_rule: rules.RootTraits | None = None
+    _rules: dict[tuple[str, bool, bool], list[rules.Rule]] = field(default_factory=dict)
+
+    def provider_rules(self, group: GroupIds, member_of: bool,
+                       root_aggs: bool) -> list[rules.Rule]:
+        """The rules a provider must pass itself to serve ``group``, in the order
+        explain reports them (see ``_provider_filters``)."""
+        key = (group.suffix, member_of, root_aggs)
+        found = self._rules.get(key)
+        if found is None:
+            found = []
+            if group.tree_root is not None:
+                found.append(rules.InTree(group.tree_root))
+            if member_of and group.member_of:
+                found.append(rules.MemberOf(group.member_of, self.cloud.state,
+                                            with_root=root_aggs))
+            if group.forbidden_aggs:
+                found.append(rules.ForbiddenAggregates(group.forbidden_aggs))
+            if group.same_provider and group.required:
+                found.append(rules.RequiredTraits(group.required))
+            if group.forbidden:
+                found.append(rules.ForbiddenTraits(group.forbidden))
+            self._rules[key] = found
+        return found
 
     def name(self, rp: int) -> str:
-        return self.cloud.providers[rp].name
+        return self.cloud.name(rp)
 
     def uuid(self, rp: int) -> str:
         return self.cloud.providers[rp].uuid
@@ -239,81 +225,74 @@ class _Context:
         return self.any_of(sets, lambda s: [self.aggregate_uuids[i] for i in s])
 
 
-def _in_all(have: frozenset[int], sets: tuple[frozenset[int], ...]) -> bool:
-    """Every any-of set meets ``have``."""
-    return all(have & s for s in sets)
+def _word(ctx: _Context, suffix: str, refusal: rules.Refusal, rp: int,
+          rc: int | None = None) -> Reason:
+    """A rule's refusal of provider ``rp``, to be put in words if shown."""
+    rc_name = ctx.class_names[rc] if rc is not None else None
+    return Reason(suffix, refusal.filter, lambda: _words(ctx, refusal, rp, rc_name),
+                  ctx.uuid(rp), rc_name, refusal.numbers, decided_by=refusal.sets)
+
+
+def _words(ctx: _Context, refusal: rules.Refusal, rp: int, rc_name: str | None) -> str:
+    """What a rule's refusal of provider ``rp`` says."""
+    name = ctx.name(rp)
+    numbers = dict(refusal.numbers)
+    kind = refusal.filter
+    if kind == "in_tree":
+        text = f"{name} is not in the in_tree provider's tree"
+    elif kind == "member_of":
+        text = f"{name} is not in aggregate {ctx.aggs_any_of(refusal.sets)}"
+    elif kind == "forbidden_aggregate":
+        text = f"{name} is in forbidden aggregate {ctx.aggs_text(refusal.ids)}"
+    elif kind == "required_trait":
+        text = f"{name} lacks required trait {ctx.traits_any_of(refusal.sets)}"
+    elif kind == "forbidden_trait":
+        text = f"{name} has forbidden trait {ctx.traits_text(refusal.ids)}"
+    elif kind == "root_required":
+        text = f"root {name} lacks required trait {ctx.traits_text(refusal.ids)}"
+    elif kind == "root_forbidden":
+        text = f"root {name} has forbidden trait {ctx.traits_text(refusal.ids)}"
+    elif kind == "min_unit":
+        text = (f"{name} allocates at least {numbers['min_unit']} {rc_name} at a time, "
+                f"{numbers['requested']} requested")
+    elif kind == "max_unit":
+        text = (f"{name} allocates at most {numbers['max_unit']} {rc_name} at a time, "
+                f"{numbers['requested']} requested")
+    elif kind == "step_size":
+        text = (f"{name} allocates {rc_name} in steps of {numbers['step_size']}, "
+                f"{numbers['requested']} requested")
+    elif kind == "capacity":
+        text = (f"{name} has {max(numbers['free'], 0)} {rc_name} free of "
+                f"{numbers['capacity']}, {numbers['requested']} requested")
+    else:
+        raise ValueError(f"no words for the rule {kind!r}")
+    return text
 
 
 def _room(ctx: _Context, suffix: str, rp: int, rc: int, amount: int) -> list[Reason]:
     """Why ``rp`` cannot give ``amount`` of ``rc`` (empty when it can)."""
-    inv = ctx.cloud.inventory[(rp, rc)]
-    if inv.fits(amount):
+    provider = ctx.cloud.providers[rp]
+    fits = rules.Fits(rc, amount)
+    if fits.passes(provider):
         return []
-    name, rc_name, uuid = ctx.name(rp), ctx.class_names[rc], ctx.uuid(rp)
-    found = []
-    if not capacity.amount_allowed(amount, inv.min_unit, inv.max_unit, inv.step_size):
-        if amount < inv.min_unit:
-            found.append(Reason(suffix, "min_unit", f"{name} allocates at least "
-                                f"{inv.min_unit} {rc_name} at a time, {amount} requested",
-                                uuid, rc_name, (("requested", amount),
-                                                ("min_unit", inv.min_unit))))
-        if amount > inv.max_unit:
-            found.append(Reason(suffix, "max_unit", f"{name} allocates at most "
-                                f"{inv.max_unit} {rc_name} at a time, {amount} requested",
-                                uuid, rc_name, (("requested", amount),
-                                                ("max_unit", inv.max_unit))))
-        if amount % inv.step_size:
-            found.append(Reason(suffix, "step_size", f"{name} allocates {rc_name} in steps "
-                                f"of {inv.step_size}, {amount} requested", uuid, rc_name,
-                                (("requested", amount), ("step_size", inv.step_size))))
-    free = inv.free
-    if amount > free:
-        found.append(Reason(suffix, "capacity", f"{name} has {max(free, 0)} {rc_name} free "
-                            f"of {inv.capacity}, {amount} requested", uuid, rc_name,
-                            (("requested", amount), ("capacity", inv.capacity),
-                             ("used", inv.used), ("free", free))))
-    return found
+    return [_word(ctx, suffix, refusal, rp, rc) for refusal in fits.why_not(provider)]
 
 
 def _provider_filters(ctx: _Context, group: GroupIds, rp: int, member_of: bool,
                       root_aggs: bool) -> list[Reason]:
-    """Why ``rp`` fails the group's trait and aggregate filters itself.
+    """Why ``rp`` fails the group's trait and aggregate rules itself.
 
     ``member_of``: check membership on the provider (else the caller did it
     for the tree); ``root_aggs``: membership of the root counts too (the
     unsuffixed group's local providers).
     """
-    cloud, suffix = ctx.cloud, group.suffix
-    if not (group.tree_root is not None or group.forbidden or group.forbidden_aggs
-            or member_of and group.member_of or group.same_provider and group.required):
+    checks = ctx.provider_rules(group, member_of, root_aggs)
+    if not checks:
         return []
-    name, uuid = ctx.name(rp), ctx.uuid(rp)
-    aggs, traits = cloud.aggregates_of(rp), cloud.traits_of(rp)
-    found = []
-    if group.tree_root is not None and cloud.providers[rp].root != group.tree_root:
-        found.append(Reason(suffix, "in_tree", f"{name} is not in the in_tree provider's "
-                            "tree", uuid))
-    if member_of and group.member_of:
-        root_aggs_of = cloud.aggregates_of(cloud.providers[rp].root) if root_aggs \
-            else frozenset()
-        if not (_in_all(aggs, group.member_of) or
-                (root_aggs and _in_all(root_aggs_of, group.member_of))):
-            found.append(Reason(suffix, "member_of", f"{name} is not in aggregate "
-                                f"{ctx.aggs_any_of(group.member_of)}", uuid))
-    bad = aggs & group.forbidden_aggs
-    if bad:
-        found.append(Reason(suffix, "forbidden_aggregate", f"{name} is in forbidden "
-                            f"aggregate {ctx.aggs_text(bad)}", uuid))
-    if group.same_provider:
-        unmet = [s for s in group.required if not traits & s]
-        if unmet:
-            found.append(Reason(suffix, "required_trait", f"{name} lacks required trait "
-                                f"{ctx.traits_any_of(unmet)}", uuid))
-    bad = traits & group.forbidden
-    if bad:
-        found.append(Reason(suffix, "forbidden_trait", f"{name} has forbidden trait "
-                            f"{ctx.traits_text(bad)}", uuid))
-    return found
+    provider = ctx.cloud.providers[rp]
+    return [_word(ctx, group.suffix, refusal, rp)
+            for rule in checks if not rule.passes(provider)
+            for refusal in rule.why_not(provider)]
 
 
 @dataclass
@@ -338,12 +317,12 @@ def _granular(ctx: _Context, group: GroupIds, root: int) -> _Judged:
         return judged
     pool = cloud.trees[root] + foreign
     classes = [rc for rc, _ in group.resources]
-    missing = [rc for rc in classes if not any((rp, rc) in cloud.inventory for rp in pool)]
+    missing = [rc for rc in classes if not any(cloud.holds(rp, rc) for rp in pool)]
     for rc in missing:
         judged.reasons.append(_no_inventory(ctx, suffix, root, rc, foreign))
     if missing:
         return judged
-    holding = [rp for rp in pool if all((rp, rc) in cloud.inventory for rc in classes)]
+    holding = [rp for rp in pool if all(cloud.holds(rp, rc) for rc in classes)]
     if not holding:
         names = ", ".join(ctx.class_names[rc] for rc in classes)
         judged.reasons.append(Reason(suffix, "combination", f"no single provider of "
@@ -396,18 +375,23 @@ def _unsuffixed(ctx: _Context, group: GroupIds, root: int) -> _Judged:
         judged.reasons.append(Reason("", "in_tree", f"{name} is not the tree of the in_tree "
                                      "provider", uuid))
         return judged
-    bad = cloud.aggregates_of(root) & group.forbidden_aggs
-    if bad:
-        judged.reasons.append(Reason("", "forbidden_aggregate", f"root {name} is in forbidden "
-                                     f"aggregate {ctx.aggs_text(bad)}", uuid))
-        return judged
+    if group.forbidden_aggs:
+        refused = rules.RootOutsideAggregates(group.forbidden_aggs, cloud.state).why_not(
+            cloud.providers[root])
+        if refused:
+            judged.reasons.append(Reason("", "forbidden_aggregate", f"root {name} is in "
+                                         f"forbidden aggregate {ctx.aggs_text(refused[0].ids)}",
+                                         uuid))
+            return judged
     local = cloud.trees[root]
     # With in_tree, providers of other trees do not serve the unsuffixed group.
     foreign = cloud.shared_with.get(root, []) if group.tree_root is None else []
     tree_member = True
     if group.member_of:
-        tree_member = _in_all(cloud.aggregates_of(root), group.member_of) or any(
-            _in_all(cloud.aggregates_of(rp), group.member_of) for rp in local + foreign)
+        member = rules.MemberOf(group.member_of).passes
+        providers = cloud.providers
+        tree_member = member(providers[root]) or any(member(providers[rp])
+                                                     for rp in local + foreign)
         if not tree_member:
             aggs = ctx.aggs_any_of(group.member_of)
             judged.reasons.append(Reason("", "member_of", _nobody(
@@ -416,7 +400,7 @@ def _unsuffixed(ctx: _Context, group: GroupIds, root: int) -> _Judged:
     seen: set[Reason] = set(judged.reasons)
     traits: frozenset[int] = frozenset()
     for rc, amount in group.resources:
-        pool = [rp for rp in local + foreign if (rp, rc) in cloud.inventory]
+        pool = [rp for rp in local + foreign if cloud.holds(rp, rc)]
         if not pool:
             judged.reasons.append(_no_inventory(ctx, "", root, rc, foreign))
             continue
@@ -449,18 +433,11 @@ def _unsuffixed(ctx: _Context, group: GroupIds, root: int) -> _Judged:
 
 def _root_filters(ctx: _Context, root: int) -> list[Reason]:
     """root_required, request-wide: the tree's root has / lacks these traits."""
-    traits = ctx.cloud.traits_of(root)
-    name, uuid = ctx.name(root), ctx.uuid(root)
-    found = []
-    missing = ctx.root_required - traits
-    if missing:
-        found.append(Reason(WHOLE_REQUEST, "root_required", f"root {name} lacks required "
-                            f"trait {ctx.traits_text(missing)}", uuid))
-    bad = ctx.root_forbidden & traits
-    if bad:
-        found.append(Reason(WHOLE_REQUEST, "root_forbidden", f"root {name} has forbidden "
-                            f"trait {ctx.traits_text(bad)}", uuid))
-    return found
+    rule = ctx.root_rule
+    if rule is None:
+        return []
+    return [_word(ctx, WHOLE_REQUEST, refusal, root)
+            for refusal in rule.why_not(ctx.cloud.providers[root])]
 
 
 def _impossible(ctx: _Context, request_group, group: GroupIds) -> Reason:
@@ -504,7 +481,7 @@ def _between_groups(ctx: _Context, root: int, judged: list[tuple[GroupIds, _Judg
             continue
         total = sum(amount for _, amount in wanted)
         # The most one allocation may take from each provider (none when over capacity).
-        room = sum(max(cloud.inventory[(rp, rc)].room, 0) for rp in suppliers[rc])
+        room = sum(max(cloud.inventory(rp, rc).room, 0) for rp in suppliers[rc])
         if total > room:
             groups = ", ".join(sorted({f"'{suffix}'" for suffix, _ in wanted}))
             rc_name = ctx.class_names[rc]
@@ -536,6 +513,27 @@ def _between_groups(ctx: _Context, root: int, judged: list[tuple[GroupIds, _Judg
     return found
 
 
+def _plain_trees(ctx: _Context, passing: dict[str, set[int]],
+                 impossible: dict[str, Reason]) -> set[int]:
+    """Trees of one provider that pass every rule of every group, where nothing
+    else could decide: no sharing provider serves or is the tree, and no rule
+    between groups applies. Judging one of them finds no reason, so it is not
+    judged (at 10,000 hosts this is most of them); ``check_answered`` judges
+    them all and compares."""
+    groups = ctx.groups
+    if impossible or not groups:
+        return set()
+    taken = [rc for group in groups for rc, _ in group.resources]
+    granular = [group for group in groups if group.same_provider]
+    if (len(taken) != len(set(taken)) or ctx.request.isolate and len(granular) > 1
+            or any(len(subtree) > 1 for subtree in ctx.request.same_subtrees)):
+        return set()
+    cloud = ctx.cloud
+    found = set.intersection(*(passing[group.suffix] for group in groups))
+    return {rp for rp in found if len(cloud.trees.get(rp, ())) == 1
+            and rp not in cloud.sharing and rp not in cloud.shared_with}
+
+
 def _judge_tree(ctx: _Context, root: int, impossible: dict[str, Reason]
                 ) -> tuple[list[Reason], list[tuple[GroupIds, _Judged]]]:
     """Every reason that keeps ``root``'s tree out, and each group's options there."""
@@ -560,9 +558,12 @@ def _judge_tree(ctx: _Context, root: int, impossible: dict[str, Reason]
 
 # --- steps: providers left after each filter, per group -----------------------
 
-def _steps(ctx: _Context) -> list[dict[str, Any]]:
+def _steps(ctx: _Context) -> tuple[list[dict[str, Any]], dict[str, set[int]]]:
+    """The steps, and per group the providers that pass every one of its rules
+    on their own (its last step)."""
     cloud = ctx.cloud
     steps: list[dict[str, Any]] = []
+    passing: dict[str, set[int]] = {}
 
     def step(suffix: str, name: str, providers: Iterable[int], detail: str) -> set[int]:
         kept = set(providers)
@@ -581,12 +582,13 @@ def _steps(ctx: _Context) -> list[dict[str, Any]]:
         with_room = []
         for rc, amount in group.resources:
             rc_name = ctx.class_names[rc]
-            holders = cloud.holders.get(rc, [])
+            holders = cloud.holders(rc)
             step(suffix, f"inventory:{rc_name}", holders,
                  f"found {{n}} providers with {rc_name} inventory")
+            fits = rules.Fits(rc, amount)
             with_room.append(step(
                 suffix, f"resources:{rc_name}",
-                (rp for rp in holders if cloud.inventory[(rp, rc)].fits(amount)),
+                (rp for rp in holders if fits.passes(cloud.providers[rp])),
                 f"found {{n}} providers with available {amount} {rc_name}"))
         if not with_room:
             pool = step(suffix, "providers", cloud.providers, "{n} providers in all")
@@ -598,44 +600,58 @@ def _steps(ctx: _Context) -> list[dict[str, Any]]:
         else:
             pool = set.union(*with_room)
         unsuffixed = not group.same_provider and bool(group.resources)
+        providers, state = cloud.providers, cloud.state
+
+        def kept(rule: rules.Rule, pool: set[int]) -> Iterable[int]:
+            return (rp for rp in pool if rule.passes(providers[rp]))  # noqa: B023 (used at once)
+
         if group.tree_root is not None:
-            pool = step(suffix, "in_tree", (rp for rp in pool
-                                            if root_of[rp] == group.tree_root),
+            pool = step(suffix, "in_tree", kept(rules.InTree(group.tree_root), pool),
                         "after filtering by in_tree: {n}")
         if group.member_of:
-            pool = step(suffix, "member_of", (
-                rp for rp in pool if _in_all(cloud.aggregates_of(rp), group.member_of)
-                or unsuffixed and _in_all(cloud.aggregates_of(root_of[rp]), group.member_of)),
-                "after filtering by member_of: {n}")
+            pool = step(suffix, "member_of",
+                        kept(rules.MemberOf(group.member_of, state, with_root=unsuffixed), pool),
+                        "after filtering by member_of: {n}")
         if group.forbidden_aggs:
+            own = rules.ForbiddenAggregates(group.forbidden_aggs)
+            of_root = rules.RootOutsideAggregates(group.forbidden_aggs, state)
             pool = step(suffix, "forbidden_aggregate", (
-                rp for rp in pool if not cloud.aggregates_of(rp) & group.forbidden_aggs
-                and not (unsuffixed and cloud.aggregates_of(root_of[rp]) & group.forbidden_aggs)),
+                rp for rp in pool if own.passes(providers[rp])
+                and not (unsuffixed and not of_root.passes(providers[rp]))),
                 "after filtering by forbidden aggregates: {n}")
         if group.required:
+            required = rules.RequiredTraits(group.required)
             if unsuffixed:
                 # The unsuffixed group's traits may come from several providers of a tree.
                 tree_traits: dict[int, frozenset[int]] = {}
                 for rp in pool:
                     tree_traits[root_of[rp]] = tree_traits.get(root_of[rp], frozenset()) \
                         | cloud.traits_of(rp)
-                kept = (rp for rp in pool if _in_all(tree_traits[root_of[rp]], group.required))
+                meeting: Iterable[int] = (rp for rp in pool
+                                          if required.met_by(tree_traits[root_of[rp]]))
             else:
-                kept = (rp for rp in pool if _in_all(cloud.traits_of(rp), group.required))
-            pool = step(suffix, "required_trait", kept, "after filtering by required traits: {n}")
+                meeting = kept(required, pool)
+            pool = step(suffix, "required_trait", meeting,
+                        "after filtering by required traits: {n}")
         if group.forbidden:
-            pool = step(suffix, "forbidden_trait", (
-                rp for rp in pool if not cloud.traits_of(rp) & group.forbidden),
-                "after filtering by forbidden traits: {n}")
+            pool = step(suffix, "forbidden_trait",
+                        kept(rules.ForbiddenTraits(group.forbidden), pool),
+                        "after filtering by forbidden traits: {n}")
+        # root_required holds for a sharing provider's offer wherever it serves.
         if ctx.root_required:
+            root_ok = rules.RootTraits(ctx.root_required, frozenset(), state)
             pool = step(suffix, "root_required", (
-                rp for rp in pool if ctx.root_required <= cloud.traits_of(root_of[rp])
-                or rp in cloud.sharing), "after filtering by root_required: {n}")
+                rp for rp in pool if root_ok.passes(providers[rp]) or rp in cloud.sharing),
+                "after filtering by root_required: {n}")
         if ctx.root_forbidden:
+            root_ok = rules.RootTraits(frozenset(), ctx.root_forbidden, state)
             pool = step(suffix, "root_forbidden", (
-                rp for rp in pool if not ctx.root_forbidden & cloud.traits_of(root_of[rp])
-                or rp in cloud.sharing), "after filtering by forbidden root traits: {n}")
-    return steps
+                rp for rp in pool if root_ok.passes(providers[rp]) or rp in cloud.sharing),
+                "after filtering by forbidden root traits: {n}")
+        # The unsuffixed group's pool is per class; one provider alone needs all.
+        passing[suffix] = pool if group.same_provider or not with_room \
+            else pool.intersection(*with_room)
+    return steps, passing
 
 
 # --- the explanation ----------------------------------------------------------
@@ -713,19 +729,29 @@ def _answered_roots(cloud: Cloud, result: Result, sharing: bool = True) -> set[i
             if rp in cloud.providers and (sharing or rp not in cloud.sharing)}
 
 
-def explain(conn: sa.Connection, request: CandidateRequest, result: Result,
+def answer_and_explain(db: Database, model: ReadModel | None, request: CandidateRequest,
+                       settings: Settings, sample_limit: int = 10,
+                       budget: Budget | None = None,
+                       observer: SearchObserver | None = None) -> tuple[Result, Explanation]:
+    """The answer to ``request``, as ``engine.answer`` gives it, and why the other
+    trees are not in it, judged on the state that answered (held throughout)."""
+    with engine.state_of(db, model) as state:
+        result = engine.find(ModelSource(state), request, settings, budget=budget,
+                             observer=observer)
+        return result, explain(state, request, result, settings, sample_limit)
+
+
+def explain(state: State, request: CandidateRequest, result: Result,
             settings: Settings, sample_limit: int = 10,
             check_answered: bool = False) -> Explanation:
-    """Why the trees of the cloud are (not) in ``result``, the answer to ``request``.
+    """Why the trees of ``state`` are (not) in ``result``, its answer to ``request``.
 
-    Run in the transaction that produced ``result``. Raises what
-    ``query.resolve`` raises for unknown names (``engine.find`` raised it first).
+    Raises what the engine raises for unknown names.
     ``check_answered`` also judges the trees in the answer (for tests).
     """
-    names: NameIds = query.resolve(conn, request)
+    names = ModelSource(state).resolve(request)
     groups = [group_ids(group, names) for group in request.groups]
-    cloud = read_cloud(conn, names.classes.values(), names.traits.values(),
-                       names.aggregates.values(), names.sharing_trait)
+    cloud = Cloud(state, names.sharing_trait)
     ctx = _Context(
         request=request, groups=groups, cloud=cloud,
         class_names={rc: name for name, rc in names.classes.items()},
@@ -733,11 +759,14 @@ def explain(conn: sa.Connection, request: CandidateRequest, result: Result,
         aggregate_uuids={agg: uuid for uuid, agg in names.aggregates.items()},
         root_required=frozenset(names.traits[n] for n in request.root_required),
         root_forbidden=frozenset(names.traits[n] for n in request.root_forbidden))
-    steps = _steps(ctx)
+    if ctx.root_required or ctx.root_forbidden:
+        ctx.root_rule = rules.RootTraits(ctx.root_required, ctx.root_forbidden, state)
+    steps, passing = _steps(ctx)
     impossible = {group.suffix: _impossible(ctx, spec, group)
                   for group, spec in zip(groups, request.groups, strict=True)
                   if not group.possible or not (group.resources or group.required
                                                 or group.member_of)}
+    plain = _plain_trees(ctx, passing, impossible)
     answered = _answered_roots(cloud, result)
     anchored = _answered_roots(cloud, result, sharing=False) if check_answered else set()
     # Offers made only by sharing providers: the engine lists each once.
@@ -761,13 +790,20 @@ def explain(conn: sa.Connection, request: CandidateRequest, result: Result,
                 if reasons:
                     disagreements[ctx.uuid(root)] = reasons
             continue
-        reasons, judged = _judge_tree(ctx, root, impossible)
-        if not reasons:
+        judged: list[tuple[GroupIds, _Judged]] = []
+        if root in plain and not check_answered:
+            reasons = []
+        else:
+            reasons, judged = _judge_tree(ctx, root, impossible)
+            if check_answered and root in plain and reasons:
+                disagreements[ctx.uuid(root)] = reasons
+        if not reasons and root not in plain:
             options = {rp for _, j in judged for _, opts in j.slots for rp in opts}
             local = any(cloud.providers[rp].root == root for rp in options)
             if not local and any(offer <= options for offer in foreign_offers):
                 qualified += 1
                 continue
+        if not reasons:
             name = ctx.name(root)
             if cut:
                 reasons = [Reason(WHOLE_REQUEST, "limit", f"{name} qualifies, but the answer "

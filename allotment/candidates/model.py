@@ -40,7 +40,6 @@ from typing import Protocol
 import sqlalchemy as sa
 
 from allotment.candidates.feed import Changes, Feed, Kind, Position, Rebuild
-from allotment.candidates.sql import chunks
 from allotment.db import tables as t
 from allotment.db.engine import Database
 from allotment.ledger import capacity
@@ -50,6 +49,8 @@ LOG = logging.getLogger(__name__)
 
 # Models of at least this many providers are frozen for the garbage collector.
 FREEZE_AT = 2000
+# Lists of ids longer than this are read in several statements.
+IN_CHUNK = 5000
 
 
 @dataclass(slots=True)
@@ -217,7 +218,9 @@ def _in_chunks(ids: set[int] | None) -> Iterator[list[int] | None]:
     if ids is None:
         yield None
         return
-    yield from chunks(sorted(ids))
+    ordered = sorted(ids)
+    for start in range(0, len(ordered), IN_CHUNK):
+        yield ordered[start:start + IN_CHUNK]
 
 
 def _load_names(conn: sa.Connection, state: State, traits: set[int] | None = None,

@@ -1,9 +1,7 @@
-"""A request resolved to ids, and what a source answers about it: plain values.
+"""A request resolved to ids, and what the source answers about it: plain values.
 
-The engine asks its ``sources.Source`` (the tables, or the read model) about
-these and gets these back, so both sources and the engine share them, and
-the read model's path needs no SQL for them: the statements that answer on
-the tables are in ``query``.
+The engine asks its ``sources.Source`` about these and gets these back;
+explain reads them too.
 """
 
 from __future__ import annotations
@@ -147,6 +145,21 @@ def canonical_parts(groups: list[GroupIds]) -> list[int]:
     """For each part, the first part with the same rows."""
     keys = part_keys(groups)
     return [keys.index(key) for key in keys]
+
+
+@dataclass(slots=True)
+class ProviderSummary:
+    id: int
+    uuid: str
+    parent_id: int | None
+    root_id: int
+    # class name -> {"capacity": ..., "used": ...}, for every inventory
+    resources: dict[str, dict[str, int]] = field(default_factory=dict)
+    traits: list[str] = field(default_factory=list)
+    parent_uuid: str | None = None
+    root_uuid: str | None = None
+    # The read model's cache of this summary's JSON, by shape (None: no cache).
+    rendered: dict[tuple, bytes] | None = None
 
 
 @dataclass(frozen=True)

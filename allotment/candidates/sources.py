@@ -1,12 +1,11 @@
-"""Where the engine's questions are answered: the tables, or the read model.
+"""Where the engine's questions are answered: a ``model.State``.
 
 ``engine`` asks a ``Source`` a handful of questions (names to ids and the
 cloud's layout, providers that serve one group alone, match rows per group
-and class, sharing anchors, tree shapes, summaries). ``DatabaseSource`` asks
-the database, in the request's transaction (``query`` and ``summaries``: the
-reference path, ``[allotment] candidates_source = database``);
-``ModelSource`` answers the same questions, with the same results, from a
-worker's ``model.State`` brought up to date at the start of the request.
+and class, sharing anchors, tree shapes, summaries). ``ModelSource`` answers
+them from a state: the worker's read model brought up to date at the start
+of the request, or (``[allotment] candidates_source = database``) one loaded
+from the tables for this request alone.
 """
 
 from __future__ import annotations
@@ -15,9 +14,7 @@ import random
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple, Protocol
 
-import sqlalchemy as sa
-
-from allotment.candidates import query, summaries
+from allotment.candidates import rules
 from allotment.candidates.model import Provider, State
 from allotment.candidates.request import CandidateRequest
 from allotment.candidates.resolved import (
@@ -28,11 +25,11 @@ from allotment.candidates.resolved import (
     MatchFlag,
     MatchRow,
     NameIds,
+    ProviderSummary,
     Roots,
     canonical_parts,
     refuse_unknown,
 )
-from allotment.candidates.summaries import ProviderSummary
 from allotment.ledger.common import STANDARD_CLASS_IDS
 
 
@@ -59,50 +56,12 @@ class Source(Protocol):
     def provider_uuids(self, ids: Iterable[int]) -> dict[int, str]: ...
 
 
-class DatabaseSource:
-    """The reference: every answer read from the tables in ``conn``'s transaction."""
-
-    def __init__(self, conn: sa.Connection) -> None:
-        self.conn = conn
-
-    def resolve(self, request: CandidateRequest) -> NameIds:
-        return query.resolve(self.conn, request)
-
-    def single_trees(self, group: GroupIds, roots: Roots, limit: int | None
-                     ) -> dict[int, ProviderSummary]:
-        return summaries.single_trees(self.conn, group, roots, limit)
-
-    def single_providers(self, group: GroupIds, roots: Roots, limit: int | None,
-                         rng: random.Random | None) -> list[tuple[int, int]]:
-        return query.single_providers(self.conn, group, roots, limit,
-                                      random_order=rng is not None)
-
-    def match(self, groups: list[GroupIds], sharing_trait: int | None, roots: Roots,
-              unsuffixed_traits: list[int]) -> list[MatchRow]:
-        return query.match(self.conn, groups, sharing_trait, roots, unsuffixed_traits)
-
-    def sharing_anchors(self, providers: Iterable[int], roots: Roots,
-                        forbidden_aggs: frozenset[int]) -> dict[int, list[Anchor]]:
-        return query.sharing_anchors(self.conn, providers, roots, forbidden_aggs)
-
-    def tree_parents(self, roots: Iterable[int]) -> dict[int, int | None]:
-        return query.tree_parents(self.conn, roots)
-
-    def summaries(self, roots: Iterable[int] = (), providers: Iterable[int] = ()
-                  ) -> dict[int, ProviderSummary]:
-        return summaries.summaries(self.conn, roots=roots, providers=providers)
-
-    def provider_uuids(self, ids: Iterable[int]) -> dict[int, str]:
-        return summaries.provider_uuids(self.conn, ids)
-
-
 Check = Callable[[Provider], bool]
 
 
 class _Flagging(NamedTuple):
     """How one group's match rows are flagged and kept (``ModelSource._flagging``)."""
 
-    member: Callable[[frozenset[int]], bool] | None
     flags_of: Callable[[Provider], int]
     escape: Callable[[Provider, int], bool]
     gate: Callable[[Provider, int], bool]
@@ -115,11 +74,7 @@ ROOT_BAD_FLAG = MatchFlag.ROOT_BAD.value
 
 
 class ModelSource:
-    """The same answers from a read model's state (see ``model``).
-
-    Each method mirrors the statement it stands for in ``query`` or
-    ``summaries``; the tests compare the two on random clouds and requests.
-    """
+    """The engine's answers from a state (see ``model``)."""
 
     def __init__(self, state: State) -> None:
         self.state = state
@@ -156,66 +111,42 @@ class ModelSource:
         refuse_unknown(request, names)
         return names
 
-    # --- filters, as predicates on a provider ------------------------------
+    # --- filters: the rule book's, on this state ----------------------------
 
-    def _root_ok(self, roots: Roots) -> Callable[[Provider], bool] | None:
-        if not roots:
-            return None
-        required = frozenset(roots.required)
-        forbidden = frozenset(roots.forbidden)
-        providers = self.state.providers
-
-        def ok(provider: Provider) -> bool:
-            root = providers.get(provider.root)
-            traits = root.traits if root is not None else frozenset()
-            return required <= traits and traits.isdisjoint(forbidden)
-        return ok
-
-    @staticmethod
-    def _member(group: GroupIds) -> Callable[[frozenset[int]], bool] | None:
-        if not group.member_of:
-            return None
-        sets = group.member_of
-        return lambda aggs: all(not aggs.isdisjoint(s) for s in sets)
+    def _root_ok(self, roots: Roots) -> Check | None:
+        rule = rules.root_traits(roots, self.state)
+        return rule.passes if rule is not None else None
 
     def _provider_filters(self, group: GroupIds) -> list[Check]:
-        """``query._provider_filters``: the group's traits and aggregates on one provider."""
-        checks: list[Check] = [_has_any_trait(any_of) for any_of in group.required]
-        if group.forbidden:
-            checks.append(_lacks_traits(group.forbidden))
-        checks += [_in_any_aggregate(any_of) for any_of in group.member_of]
-        if group.forbidden_aggs:
-            checks.append(_outside_aggregates(group.forbidden_aggs))
-        return checks
-
-    def _aggregates_of_root(self, provider: Provider) -> frozenset[int]:
-        root = self.state.providers.get(provider.root)
-        return root.aggregates if root is not None else frozenset()
+        """The group's trait and aggregate rules, each a check on one provider."""
+        return [rule.passes for rule in rules.provider_rules(group)]
 
     # --- single providers ------------------------------------------------
 
     def _filtered(self, group: GroupIds) -> set[int]:
         """Providers with every class of the group that pass its trait, aggregate
-        and in_tree filters: set operations on the model's indexes (C speed)."""
+        and in_tree rules: the rules' set forms, on the state's indexes (C speed)."""
         state = self.state
         sets: list[set[int]] = [state.holders.get(rc, _EMPTY) for rc, _ in group.resources]
-        sets += [_union(state.with_trait, any_of) for any_of in group.required]
-        sets += [_union(state.members, any_of) for any_of in group.member_of]
+        excluded: list[set[int]] = []
+        for rule in rules.provider_rules(group):
+            if isinstance(rule, rules.RequiredTraits | rules.MemberOf):
+                sets += rule.narrow(state)
+            elif isinstance(rule, rules.ForbiddenTraits | rules.ForbiddenAggregates):
+                excluded.append(rule.excluded(state))
         if group.tree_root is not None:
-            sets.append(state.trees.get(group.tree_root, _EMPTY))
+            sets += rules.InTree(group.tree_root).narrow(state)
         sets.sort(key=len)
         found = set(sets[0])
         for other in sets[1:]:
             found &= other
-        for trait in group.forbidden:
-            found -= state.with_trait.get(trait, _EMPTY)
-        for agg in group.forbidden_aggs:
-            found -= state.members.get(agg, _EMPTY)
+        for other in excluded:
+            found -= other
         return found
 
     def _singles(self, group: GroupIds, roots: Roots, limit: int | None,
                  rng: random.Random | None) -> list[Provider]:
-        """``query.single_statement``: filters, then room for every class, then
+        """Filters, then room for every class, then
         root_required, in id order (or at random) until ``limit``."""
         filtered = self._filtered(group)
         pool = sorted(filtered) if rng is None else list(filtered)
@@ -249,7 +180,7 @@ class ModelSource:
 
     def match(self, groups: list[GroupIds], sharing_trait: int | None, roots: Roots,
               unsuffixed_traits: list[int]) -> list[MatchRow]:
-        """``query.match``: rows part by part, in provider id order."""
+        """Match rows part by part (a part: one class of one group), in provider id order."""
         canonical = canonical_parts(groups)
         root_ok = self._root_ok(roots)
         rows: list[MatchRow] = []
@@ -265,8 +196,7 @@ class ModelSource:
             if group.same_provider:
                 checks = self._provider_filters(group)
             else:
-                checks = self._unsuffixed_filters(group, flagging.member, flagging.escape,
-                                                  flagging.flags_of)
+                checks = self._unsuffixed_filters(group, flagging)
             for rc, amount in group.resources:
                 if canonical[part] == part:
                     self._class_rows(part, group, rc, amount, checks, flagging,
@@ -276,9 +206,12 @@ class ModelSource:
 
     def _flagging(self, group: GroupIds, sharing_trait: int | None,
                   root_ok: Callable[[Provider], bool] | None) -> _Flagging:
-        """``query._flag_bits``, ``_escape`` and ``_root_gate`` for one group."""
+        """How one group's rows are flagged, and when root_required lets a provider in."""
         unsuffixed = not group.same_provider
-        member = self._member(group)
+        providers = self.state.providers
+        member = rules.MemberOf(group.member_of).passes if group.member_of else None
+        root_outside = rules.RootOutsideAggregates(group.forbidden_aggs, self.state).passes \
+            if group.forbidden_aggs else None
 
         def flags_of(p: Provider) -> int:
             flags = 0
@@ -287,23 +220,23 @@ class ModelSource:
             if root_ok is not None and root_ok(p):
                 flags |= ROOT_OK_FLAG
             if unsuffixed:
-                if member is not None and member(p.aggregates):
+                if member is not None and member(p):
                     flags |= MEMBER_FLAG
-                if member is not None and member(self._aggregates_of_root(p)):
+                root = providers.get(p.root)
+                if member is not None and root is not None and member(root):
                     flags |= ROOT_MEMBER_FLAG
-                if group.forbidden_aggs and not self._aggregates_of_root(p).isdisjoint(
-                        group.forbidden_aggs):
+                if root_outside is not None and not root_outside(p):
                     flags |= ROOT_BAD_FLAG
             return flags
 
         def escape(p: Provider, flags: int) -> bool:
-            # query._escape: a sharing provider's own root does not decide.
+            # A sharing provider's own root does not decide.
             if sharing_trait is None or (not group.same_provider
                                          and group.tree_root is not None):
                 return False
             if not flags & SHARING_FLAG:
                 return False
-            if not group.same_provider and member is not None:
+            if not group.same_provider and group.member_of:
                 return bool(flags & MEMBER_FLAG)
             return True
 
@@ -312,7 +245,7 @@ class ModelSource:
                 return True
             return bool(flags & ROOT_OK_FLAG) or escape(p, flags)
 
-        return _Flagging(member, flags_of, escape, gate)
+        return _Flagging(flags_of, escape, gate)
 
     def _resourceless_rows(self, part: int, group: GroupIds, flagging: _Flagging,
                            rows: list[MatchRow]) -> None:
@@ -334,12 +267,12 @@ class ModelSource:
         state = self.state
         unsuffixed = not group.same_provider
         flags_of, gate = flagging.flags_of, flagging.gate
+        fits = rules.Fits(rc, amount).passes
+        if group.tree_root is not None:
+            checks = [rules.InTree(group.tree_root).passes, *checks]
         for rp in state.sorted_holders(rc):
             p = state.providers[rp]
-            inv = p.inventories[rc]
-            if not inv.fits(amount):
-                continue
-            if group.tree_root is not None and p.root != group.tree_root:
+            if not fits(p):
                 continue
             if not all(c(p) for c in checks):
                 continue
@@ -351,22 +284,15 @@ class ModelSource:
                 for i, trait in enumerate(unsuffixed_traits):
                     if trait in p.traits:
                         traits |= 1 << i
-            rows.append(MatchRow(part, rp, p.root, rc, inv.room, traits, flags))
+            rows.append(MatchRow(part, rp, p.root, rc, p.inventories[rc].room, traits, flags))
 
-    def _unsuffixed_filters(self, group: GroupIds, member, escape, flags_of) -> list[Check]:
-        """``query._unsuffixed_filters``: only forbidden traits and aggregates exclude."""
-        checks: list[Check] = []
-        if group.forbidden:
-            checks.append(_lacks_traits(group.forbidden))
-        if group.forbidden_aggs:
-            checks.append(_outside_aggregates(group.forbidden_aggs))
-        local: list[Check] = []
-        if member is not None:
-            local.append(lambda p: member(p.aggregates) or member(self._aggregates_of_root(p)))
-        if group.forbidden_aggs:
-            forbidden = group.forbidden_aggs
-            local.append(lambda p: self._aggregates_of_root(p).isdisjoint(forbidden))
+    def _unsuffixed_filters(self, group: GroupIds, flagging: _Flagging) -> list[Check]:
+        """The unsuffixed group's rules: its exclusions anywhere; in its own tree
+        the local rules too, unless the provider shares across trees."""
+        checks: list[Check] = [rule.passes for rule in rules.unsuffixed_exclusions(group)]
+        local = [rule.passes for rule in rules.unsuffixed_local(group, self.state)]
         if local:
+            escape, flags_of = flagging.escape, flagging.flags_of
             checks.append(lambda p: all(c(p) for c in local) or escape(p, flags_of(p)))
         return checks
 
@@ -376,6 +302,8 @@ class ModelSource:
                         forbidden_aggs: frozenset[int]) -> dict[int, list[Anchor]]:
         state = self.state
         root_ok = self._root_ok(roots)
+        outside = rules.RootOutsideAggregates(forbidden_aggs, state).passes \
+            if forbidden_aggs else None
         found: dict[int, list[Anchor]] = {}
         for rp in sorted(set(providers)):
             sharer = state.providers.get(rp)
@@ -388,8 +316,8 @@ class ModelSource:
             for root in sorted(anchor_roots):
                 root_provider = state.providers.get(root)
                 ok = root_ok is None or (root_provider is not None and root_ok(root_provider))
-                bad = bool(forbidden_aggs) and root_provider is not None and \
-                    not root_provider.aggregates.isdisjoint(forbidden_aggs)
+                bad = outside is not None and root_provider is not None and \
+                    not outside(root_provider)
                 anchors.append(Anchor(root=root, root_ok=ok, bad=bad))
             if anchors:
                 found[rp] = anchors
@@ -426,28 +354,6 @@ class ModelSource:
 
 
 _EMPTY: set[int] = set()
-
-
-def _union(index: dict[int, set[int]], any_of: frozenset[int]) -> set[int]:
-    if len(any_of) == 1:
-        return index.get(next(iter(any_of)), _EMPTY)
-    return set().union(*(index.get(key, _EMPTY) for key in any_of))
-
-
-def _has_any_trait(any_of: frozenset[int]) -> Check:
-    return lambda p: not p.traits.isdisjoint(any_of)
-
-
-def _lacks_traits(forbidden: frozenset[int]) -> Check:
-    return lambda p: p.traits.isdisjoint(forbidden)
-
-
-def _in_any_aggregate(any_of: frozenset[int]) -> Check:
-    return lambda p: not p.aggregates.isdisjoint(any_of)
-
-
-def _outside_aggregates(forbidden: frozenset[int]) -> Check:
-    return lambda p: p.aggregates.isdisjoint(forbidden)
 
 
 def _order(pool: list[int], limit: int | None, rng: random.Random | None) -> Iterator[int]:

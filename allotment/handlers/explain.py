@@ -14,7 +14,6 @@ import re
 import falcon
 
 from allotment import errors
-from allotment.candidates import engine
 from allotment.candidates import explain as diagnosis
 from allotment.handlers.allocation_candidates import (
     client_gone,
@@ -88,11 +87,10 @@ class ExplainAllocationCandidates(Resource):
         settings = settings_from_conf(self.conf)
         with word_refusals({UnknownResourceClass: lambda e: "Invalid resource class in "
                                                             f"resources parameter: {e}"}), \
-                self.services.candidate_budget(client_gone(req)) as budget, \
-                self.db.read() as conn:
-            result = engine.find(conn, request, settings, budget=budget,
-                                 observer=self.services.counters)
-            explanation = diagnosis.explain(conn, request, result, settings, sample_limit)
+                self.services.candidate_budget(client_gone(req)) as budget:
+            result, explanation = diagnosis.answer_and_explain(
+                self.db, self.services.read_model, request, settings, sample_limit,
+                budget=budget, observer=self.services.counters)
         body = render_body(version, request, result)
         body["explanation"] = explanation.as_dict()
         render.json_response(req, resp, body)
