@@ -1,14 +1,15 @@
 """GET /allocation_candidates, end to end: request in, candidates out.
 
-Two paths, chosen per request from the layout ``query.resolve`` reports:
+Two paths, chosen per request from the layout ``Source.resolve`` reports:
 
 * **single**: one request group and no nested or sharing provider holds any
-  requested class, so every candidate is one provider. The database does all
-  the filtering, the ordering and the ``LIMIT``.
-* **spread**: everything else. SQL finds, per group and class, the providers
-  with room (``query.match``); Python groups them by anchor tree, and
-  ``search`` combines the groups tree by tree with a lazy generator, so
-  ``limit`` (and ``max_allocation_candidates``) stop the work early.
+  requested class, so every candidate is one provider: the source filters
+  with the rule book, in id order (or at random) until ``limit``.
+* **spread**: everything else. The source finds, per group and class, the
+  providers with room that pass the group's rules (``Source.match``); they
+  are grouped by anchor tree, and ``search`` combines the groups tree by
+  tree with a lazy generator, so ``limit`` (and
+  ``max_allocation_candidates``) stop the work early.
 
 Each query is timed and reported by the path it took (``SearchObserver``, which
 the service wires to its metrics):
@@ -17,7 +18,7 @@ the service wires to its metrics):
 the trees).
 
 Either way the provider summaries are read last, for the trees in the answer
-only (on the single path in the same statement as the match).
+only.
 
 Randomisation (``randomize_allocation_candidates``) shuffles the trees and
 each slot's options *before* generating, and under a ``limit`` takes
@@ -26,11 +27,10 @@ hosts without generating everything. With ``max_allocation_candidates`` set,
 as upstream documents, the sample is drawn from the first ``cap`` candidates
 in the usual (id) order.
 
-The engine asks its questions of a ``sources.Source``: the worker's read
-model (``model``, kept current through the change log the database's
-triggers fill, ``feed``) or, as the reference and with
-``[allotment] candidates_source = database``, the tables themselves in the
-request's transaction. Both give the same answers; ``answer`` picks one.
+The engine asks its questions of a ``sources.Source`` over a ``model.State``:
+the worker's read model (kept current through the change log the database's
+triggers fill, ``feed``) or, with ``[allotment] candidates_source =
+database``, a state loaded for the request alone (``state_of``).
 """
 
 from __future__ import annotations
@@ -147,9 +147,7 @@ def _find(source: Source, request: CandidateRequest, settings: Settings,
             LOG.debug("group '%s' names an unknown aggregate or in_tree provider: "
                       "no candidates", group.suffix)
             return "none", Result(class_names=class_names)
-        if not group.resources and not (group.required or group.member_of):
-            # As upstream: a resourceless group selects providers only by
-            # positive trait or aggregate filters.
+        if not group.selects:
             LOG.debug("resourceless group '%s' has nothing to select by: no candidates",
                       group.suffix)
             return "none", Result(class_names=class_names)
@@ -197,7 +195,7 @@ def _find(source: Source, request: CandidateRequest, settings: Settings,
 def _single(source: Source, group: GroupIds, request: CandidateRequest,
             settings: Settings, rng: random.Random | None, roots: resolved.Roots
             ) -> tuple[list[Candidate], dict[int, ProviderSummary] | None]:
-    """Each candidate is one provider: SQL filters, orders and limits."""
+    """Each candidate is one provider: the source filters, orders and limits."""
     cap = settings.max_candidates if settings.max_candidates >= 0 else None
     limits = [n for n in (request.limit, cap) if n is not None]
     amounts = dict(group.resources)  # shared by every candidate, never changed
@@ -474,7 +472,7 @@ def _rules(source: Source, request: CandidateRequest, unsuffixed: GroupIds | Non
     ancestors: dict[int, frozenset[int]] = {}
     subtrees = tuple(s for s in request.same_subtrees if len(s) > 1)
     if subtrees:
-        ancestors = _ancestors(source.tree_parents({f.root for f in facts.values()}))
+        ancestors = search.ancestors(source.tree_parents({f.root for f in facts.values()}))
     masks: tuple[int, ...] = ()
     if unsuffixed is not None:
         bit = {trait: 1 << i for i, trait in enumerate(unsuffixed_traits)}
@@ -503,17 +501,3 @@ def _shares_unsuffixed(flags: int, group: GroupIds) -> bool:
     if not flags & SHARING or group.tree_root is not None:
         return False
     return not group.member_of or bool(flags & MEMBER)
-
-
-def _ancestors(parents: dict[int, int | None]) -> dict[int, frozenset[int]]:
-    found: dict[int, frozenset[int]] = {}
-
-    def up(rp: int) -> frozenset[int]:
-        if rp not in found:
-            parent = parents.get(rp)
-            found[rp] = frozenset({rp}) | (up(parent) if parent is not None else frozenset())
-        return found[rp]
-
-    for rp in parents:
-        up(rp)
-    return found

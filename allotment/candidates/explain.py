@@ -73,9 +73,7 @@ class Cloud:
         self.providers = state.providers
         # root -> the providers of its tree, in id order; trees in order of their
         # first provider
-        self.trees = {root: sorted(members) if len(members) > 1 else list(members)
-                      for root, members in state.trees.items()}
-        self.trees = dict(sorted(self.trees.items(), key=lambda item: item[1][0]))
+        self.trees = state.tree_lists()
         self.sharing: AbstractSet[int] = (state.with_trait.get(sharing_trait, set())
                                           if sharing_trait is not None else frozenset())
         self.shared_with = self._shared_with()
@@ -233,40 +231,34 @@ def _word(ctx: _Context, suffix: str, refusal: rules.Refusal, rp: int,
                   ctx.uuid(rp), rc_name, refusal.numbers, decided_by=refusal.sets)
 
 
+# What each rule's refusal says; the numbers are the refusal's own.
+_WORDS = {
+    "in_tree": "{name} is not in the in_tree provider's tree",
+    "member_of": "{name} is not in aggregate {aggregates_any_of}",
+    "forbidden_aggregate": "{name} is in forbidden aggregate {aggregates}",
+    "required_trait": "{name} lacks required trait {traits_any_of}",
+    "forbidden_trait": "{name} has forbidden trait {traits}",
+    "root_required": "root {name} lacks required trait {traits}",
+    "root_forbidden": "root {name} has forbidden trait {traits}",
+    "min_unit": "{name} allocates at least {min_unit} {rc} at a time, {requested} requested",
+    "max_unit": "{name} allocates at most {max_unit} {rc} at a time, {requested} requested",
+    "step_size": "{name} allocates {rc} in steps of {step_size}, {requested} requested",
+    "capacity": "{name} has {free_or_none} {rc} free of {capacity}, {requested} requested",
+}
+
+
 def _words(ctx: _Context, refusal: rules.Refusal, rp: int, rc_name: str | None) -> str:
     """What a rule's refusal of provider ``rp`` says."""
-    name = ctx.name(rp)
-    numbers = dict(refusal.numbers)
-    kind = refusal.filter
-    if kind == "in_tree":
-        text = f"{name} is not in the in_tree provider's tree"
-    elif kind == "member_of":
-        text = f"{name} is not in aggregate {ctx.aggs_any_of(refusal.sets)}"
-    elif kind == "forbidden_aggregate":
-        text = f"{name} is in forbidden aggregate {ctx.aggs_text(refusal.ids)}"
-    elif kind == "required_trait":
-        text = f"{name} lacks required trait {ctx.traits_any_of(refusal.sets)}"
-    elif kind == "forbidden_trait":
-        text = f"{name} has forbidden trait {ctx.traits_text(refusal.ids)}"
-    elif kind == "root_required":
-        text = f"root {name} lacks required trait {ctx.traits_text(refusal.ids)}"
-    elif kind == "root_forbidden":
-        text = f"root {name} has forbidden trait {ctx.traits_text(refusal.ids)}"
-    elif kind == "min_unit":
-        text = (f"{name} allocates at least {numbers['min_unit']} {rc_name} at a time, "
-                f"{numbers['requested']} requested")
-    elif kind == "max_unit":
-        text = (f"{name} allocates at most {numbers['max_unit']} {rc_name} at a time, "
-                f"{numbers['requested']} requested")
-    elif kind == "step_size":
-        text = (f"{name} allocates {rc_name} in steps of {numbers['step_size']}, "
-                f"{numbers['requested']} requested")
-    elif kind == "capacity":
-        text = (f"{name} has {max(numbers['free'], 0)} {rc_name} free of "
-                f"{numbers['capacity']}, {numbers['requested']} requested")
-    else:
-        raise ValueError(f"no words for the rule {kind!r}")
-    return text
+    fields: dict[str, object] = {"name": ctx.name(rp), "rc": rc_name, **dict(refusal.numbers)}
+    if refusal.filter in ("member_of", "forbidden_aggregate"):
+        fields["aggregates"] = ctx.aggs_text(refusal.ids)
+        fields["aggregates_any_of"] = ctx.aggs_any_of(refusal.sets)
+    elif refusal.sets:
+        fields["traits"] = ctx.traits_text(refusal.ids)
+        fields["traits_any_of"] = ctx.traits_any_of(refusal.sets)
+    if "free" in fields:
+        fields["free_or_none"] = max(dict(refusal.numbers)["free"], 0)
+    return _WORDS[refusal.filter].format(**fields)
 
 
 def _room(ctx: _Context, suffix: str, rp: int, rc: int, amount: int) -> list[Reason]:
@@ -455,15 +447,6 @@ def _impossible(ctx: _Context, request_group, group: GroupIds) -> Reason:
                   "member_of to select a provider by")
 
 
-def _ancestors(cloud: Cloud, rp: int) -> set[int]:
-    found = {rp}
-    parent = cloud.providers[rp].parent
-    while parent is not None and parent not in found:
-        found.add(parent)
-        parent = cloud.providers[parent].parent
-    return found
-
-
 def _between_groups(ctx: _Context, root: int, judged: list[tuple[GroupIds, _Judged]]
                     ) -> list[Reason]:
     """Rules between groups, once every group can be served on its own."""
@@ -505,7 +488,8 @@ def _between_groups(ctx: _Context, root: int, judged: list[tuple[GroupIds, _Judg
             continue
         members = sorted(subtree)
         # One chosen provider must be an ancestor (or itself) of all the others.
-        ancestors = {rp: _ancestors(cloud, rp) for s in members for rp in options_of[s]}
+        ancestors = search.ancestors({rp: cloud.providers[rp].parent
+                                      for rp in cloud.trees[root]})
         if not any(all(any(top in ancestors[rp] for rp in options_of[s]) for s in members)
                    for first in members for top in options_of[first]):
             found.append(Reason(",".join(members), "same_subtree", f"no provider of {name} "
@@ -764,8 +748,7 @@ def explain(state: State, request: CandidateRequest, result: Result,
     steps, passing = _steps(ctx)
     impossible = {group.suffix: _impossible(ctx, spec, group)
                   for group, spec in zip(groups, request.groups, strict=True)
-                  if not group.possible or not (group.resources or group.required
-                                                or group.member_of)}
+                  if not group.possible or not group.selects}
     plain = _plain_trees(ctx, passing, impossible)
     answered = _answered_roots(cloud, result)
     anchored = _answered_roots(cloud, result, sharing=False) if check_answered else set()

@@ -93,6 +93,8 @@ class State:
     _sorted_holders: dict[int, list[int]] = field(default_factory=dict)
     # provider id -> (resources, traits) of its summary, ready to render
     _summaries: dict[int, SummaryParts] = field(default_factory=dict)
+    # root -> its providers in id order (built when asked, dropped on a tree change)
+    _tree_lists: dict[int, list[int]] | None = None
 
     # --- reading -----------------------------------------------------------
 
@@ -100,6 +102,18 @@ class State:
         found = self._sorted_holders.get(class_id)
         if found is None:
             found = self._sorted_holders[class_id] = sorted(self.holders.get(class_id, ()))
+        return found
+
+    def tree_lists(self) -> dict[int, list[int]]:
+        """root -> the providers of its tree in id order, trees in the order of
+        their first provider (what explain walks)."""
+        found = self._tree_lists
+        if found is None:
+            lists = [sorted(members) if len(members) > 1 else list(members)
+                     for members in self.trees.values()]
+            lists.sort()
+            found = self._tree_lists = {self.providers[members[0]].root: members
+                                        for members in lists}
         return found
 
     def summary_parts(self, provider: Provider) -> SummaryParts:
@@ -125,6 +139,7 @@ class State:
         del self.providers[provider.id]
 
     def _unlink(self, provider: Provider) -> None:
+        self._tree_lists = None
         tree = self.trees.get(provider.root)
         if tree is not None:
             tree.discard(provider.id)
@@ -147,6 +162,7 @@ class State:
                 uuid, name, parent, root)
         self.by_uuid[uuid] = rp
         self._summaries.pop(rp, None)
+        self._tree_lists = None
         self.trees.setdefault(root, set()).add(rp)
         if parent is not None:
             self.nested.add(rp)

@@ -2,7 +2,7 @@
 
 The handler turns the query string into a ``CandidateRequest``; the engine
 never sees HTTP. Names (classes, traits, aggregates, providers) are still
-strings here: ``query.resolve`` maps them to internal ids.
+strings here: ``sources.ModelSource.resolve`` maps them to internal ids.
 """
 
 from __future__ import annotations

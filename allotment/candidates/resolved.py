@@ -74,6 +74,12 @@ class GroupIds:
     def same_provider(self) -> bool:
         return self.suffix != ""
 
+    @property
+    def selects(self) -> bool:
+        """As upstream, a resourceless group selects providers only by positive
+        trait or aggregate filters: without any, it matches nothing."""
+        return bool(self.resources or self.required or self.member_of)
+
 
 def group_ids(group: RequestGroup, names: NameIds) -> GroupIds:
     member_of = tuple(frozenset(names.aggregates[u] for u in s if u in names.aggregates)

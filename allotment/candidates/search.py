@@ -1,8 +1,9 @@
 """Combining request groups into candidates, lazily, one tree at a time.
 
 Pure functions over plain data (provider ids, class ids, amounts): no SQL,
-no HTTP. The SQL side has already found, for every request group, the
-providers that can serve it on their own; here we pick one provider per
+no HTTP. The source has already found, with the rule book (``rules``), for
+every request group the providers that can serve it on their own; here we
+pick one provider per
 *slot* so that everything fits together:
 
 * a suffixed (granular) group is one slot: one provider serves all of it;
@@ -25,7 +26,7 @@ from __future__ import annotations
 import itertools
 import logging
 import random
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -289,6 +290,23 @@ def _candidate(taken: dict[tuple[int, int], int], chosen: list[int],
     roots = {root_of.get(rp, rp) for rp in allocations}
     return Candidate(allocations, mappings,
                      (roots.pop(),) if len(roots) == 1 else tuple(sorted(roots)))
+
+
+def ancestors(parents: Mapping[int, int | None]) -> dict[int, frozenset[int]]:
+    """Each provider of ``parents`` (provider -> its parent) with all its
+    ancestors, itself included: what ``same_subtree`` is judged by."""
+    found: dict[int, frozenset[int]] = {}
+    for start in parents:
+        chain: list[int] = []
+        rp: int | None = start
+        while rp is not None and rp not in found and rp not in chain:
+            chain.append(rp)
+            rp = parents.get(rp)
+        above = found.get(rp, frozenset()) if rp is not None else frozenset()
+        for member in reversed(chain):
+            above = above | {member}
+            found[member] = above
+    return found
 
 
 def in_one_subtree(providers: set[int], ancestors: dict[int, frozenset[int]]) -> bool:

@@ -146,19 +146,19 @@ class ModelSource:
 
     def _singles(self, group: GroupIds, roots: Roots, limit: int | None,
                  rng: random.Random | None) -> list[Provider]:
-        """Filters, then room for every class, then
-        root_required, in id order (or at random) until ``limit``."""
+        """The group's trait, aggregate and in_tree rules (on the indexes), then
+        room for every class, then root_required, in id order (or at random)
+        until ``limit``."""
         filtered = self._filtered(group)
         pool = sorted(filtered) if rng is None else list(filtered)
         root_ok = self._root_ok(roots)
-        amounts = list(group.resources)
+        fits = [rules.Fits(rc, amount).passes for rc, amount in group.resources]
         providers = self.state.providers
         found: list[Provider] = []
         for rp in _order(pool, limit, rng):
             provider = providers[rp]
-            inventories = provider.inventories
-            for rc, amount in amounts:
-                if not inventories[rc].fits(amount):
+            for room in fits:
+                if not room(provider):
                     break
             else:
                 if root_ok is None or root_ok(provider):
@@ -187,7 +187,7 @@ class ModelSource:
         part = 0
         for group in groups:
             flagging = self._flagging(group, sharing_trait, root_ok)
-            # A part equal to an earlier one is not asked again (as in the SQL).
+            # A part equal to an earlier one is not asked again.
             if not group.resources:
                 if canonical[part] == part:
                     self._resourceless_rows(part, group, flagging, rows)
