@@ -38,10 +38,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from allotment import memory
 from allotment.ledger import errors
+
+if TYPE_CHECKING:
+    from oslo_config import cfg
 
 LOG = logging.getLogger(__name__)
 
@@ -67,7 +70,7 @@ class Limits:
     grace: float = 1.0
 
     @classmethod
-    def from_conf(cls, conf) -> Limits:
+    def from_conf(cls, conf: cfg.ConfigOpts) -> Limits:
         opts = conf.allotment
         return cls(max_entries=opts.candidates_max_entries,
                    time_limit=float(opts.candidates_time_limit),

@@ -280,16 +280,9 @@ def _spread(source: Source, groups: list[GroupIds], request: CandidateRequest,
             return [], source
     facts = matches.facts
 
-    # A granular group needs one provider with room for all its classes.
-    serving: dict[int, list[int]] = {}
-    for index, group in enumerate(groups):
-        if group.same_provider:
-            first, *others = matches.of_group(index)
-            serving[index] = sorted(set(first).intersection(*others)) if others else first
-            LOG.debug("group '%s': %d providers serve it alone", group.suffix,
-                      len(serving[index]))
-            if not serving[index]:
-                return [], source
+    serving = _serving_alone(groups, matches)
+    if serving is None:
+        return [], source
 
     # Which sharing providers may serve trees other than their own?
     sharing = {rp for rps in serving.values() for rp in rps if facts[rp].flags & SHARING}
@@ -301,19 +294,7 @@ def _spread(source: Source, groups: list[GroupIds], request: CandidateRequest,
     LOG.debug("%d sharing providers serve %d trees", len(anchors),
               len({a.root for found in anchors.values() for a in found}))
 
-    # One slot per choice; for each slot, its options under each anchor root.
-    slots: list[Slot] = []
-    options: list[dict[int, list[int]]] = []
-    for index, group in enumerate(groups):
-        if group.same_provider:
-            slots.append(Slot(group.suffix, group.resources, (), True))
-            options.append(_granular_options(serving[index], facts, anchors, roots))
-            continue
-        for (i, rc), rps in zip(matches.parts, matches.by_part, strict=True):
-            if i == index and rc is not None:
-                amount = dict(group.resources)[rc]
-                slots.append(Slot("", ((rc, amount),), (), False))
-                options.append(_unsuffixed_options(group, rps, facts, anchors, roots))
+    slots, options = _slots(groups, matches, serving, anchors, roots)
 
     viable = set(options[0]).intersection(*options[1:])
     LOG.debug("%d trees have an option for every one of %d slots", len(viable), len(slots))
@@ -360,6 +341,42 @@ def _spread(source: Source, groups: list[GroupIds], request: CandidateRequest,
         generated = search.unique(generated)
     return search.select(budget.metered(generated, _entry_count), request.limit,
                          settings.max_candidates, rng), copied
+
+
+def _serving_alone(groups: list[GroupIds], matches: _Matches) -> dict[int, list[int]] | None:
+    """Per granular group (by index), the providers with room for all its classes;
+    None when one group has none."""
+    serving: dict[int, list[int]] = {}
+    for index, group in enumerate(groups):
+        if group.same_provider:
+            first, *others = matches.of_group(index)
+            serving[index] = sorted(set(first).intersection(*others)) if others else first
+            LOG.debug("group '%s': %d providers serve it alone", group.suffix,
+                      len(serving[index]))
+            if not serving[index]:
+                return None
+    return serving
+
+
+def _slots(groups: list[GroupIds], matches: _Matches, serving: dict[int, list[int]],
+           anchors: dict[int, list[resolved.Anchor]], roots: resolved.Roots
+           ) -> tuple[list[Slot], list[dict[int, list[int]]]]:
+    """One slot per choice (a granular group; a class of the unsuffixed group)
+    and, for each slot, its options under each anchor root."""
+    facts = matches.facts
+    slots: list[Slot] = []
+    options: list[dict[int, list[int]]] = []
+    for index, group in enumerate(groups):
+        if group.same_provider:
+            slots.append(Slot(group.suffix, group.resources, (), True))
+            options.append(_granular_options(serving[index], facts, anchors, roots))
+            continue
+        for (i, rc), rps in zip(matches.parts, matches.by_part, strict=True):
+            if i == index and rc is not None:
+                amount = dict(group.resources)[rc]
+                slots.append(Slot("", ((rc, amount),), (), False))
+                options.append(_unsuffixed_options(group, rps, facts, anchors, roots))
+    return slots, options
 
 
 class Summaries(Protocol):

@@ -45,7 +45,7 @@ from allotment.candidates import engine, rules, search
 from allotment.candidates.budget import Budget
 from allotment.candidates.engine import Result, SearchObserver
 from allotment.candidates.model import ReadModel, State
-from allotment.candidates.request import CandidateRequest, Settings
+from allotment.candidates.request import CandidateRequest, RequestGroup, Settings
 from allotment.candidates.resolved import GroupIds, group_ids
 from allotment.candidates.sources import ModelSource
 from allotment.db.engine import Database
@@ -212,7 +212,8 @@ class _Context:
     def aggs_text(self, aggs: Iterable[int]) -> str:
         return ", ".join(sorted(self.aggregate_uuids[i] for i in aggs))
 
-    def any_of(self, sets: Iterable[frozenset[int]], names) -> str:
+    def any_of(self, sets: Iterable[frozenset[int]],
+               names: Callable[[frozenset[int]], list[str]]) -> str:
         return " and ".join(" or ".join(sorted(names(s))) if len(s) > 1 else names(s)[0]
                             for s in sets)
 
@@ -432,7 +433,7 @@ def _root_filters(ctx: _Context, root: int) -> list[Reason]:
             for refusal in rule.why_not(ctx.cloud.providers[root])]
 
 
-def _impossible(ctx: _Context, request_group, group: GroupIds) -> Reason:
+def _impossible(ctx: _Context, request_group: RequestGroup, group: GroupIds) -> Reason:
     """The reason every tree gets for a group that can match nothing anywhere."""
     suffix = group.suffix
     if not group.possible and request_group.in_tree and group.tree_root is None:
@@ -509,7 +510,7 @@ def _plain_trees(ctx: _Context, passing: dict[str, set[int]],
         return set()
     taken = [rc for group in groups for rc, _ in group.resources]
     granular = [group for group in groups if group.same_provider]
-    if (len(taken) != len(set(taken)) or ctx.request.isolate and len(granular) > 1
+    if (len(taken) != len(set(taken)) or (ctx.request.isolate and len(granular) > 1)
             or any(len(subtree) > 1 for subtree in ctx.request.same_subtrees)):
         return set()
     cloud = ctx.cloud
@@ -542,100 +543,125 @@ def _judge_tree(ctx: _Context, root: int, impossible: dict[str, Reason]
 
 # --- steps: providers left after each filter, per group -----------------------
 
-def _steps(ctx: _Context) -> tuple[list[dict[str, Any]], dict[str, set[int]]]:
-    """The steps, and per group the providers that pass every one of its rules
-    on their own (its last step)."""
-    cloud = ctx.cloud
-    steps: list[dict[str, Any]] = []
-    passing: dict[str, set[int]] = {}
+class _Steps:
+    """Providers left after each filter, group by group (like upstream's debug lines)."""
 
-    def step(suffix: str, name: str, providers: Iterable[int], detail: str) -> set[int]:
+    def __init__(self, ctx: _Context) -> None:
+        self.ctx = ctx
+        self.rows: list[dict[str, Any]] = []
+        providers = ctx.cloud.providers
+        self.root_of = {rp: p.root for rp, p in providers.items()}
+
+    def step(self, suffix: str, name: str, providers: Iterable[int], detail: str) -> set[int]:
         kept = set(providers)
         text = detail.format(n=len(kept))
-        steps.append({"group": suffix, "filter": name, "providers": len(kept), "detail": text})
+        self.rows.append({"group": suffix, "filter": name, "providers": len(kept),
+                          "detail": text})
         LOG.debug("explain: group '%s' %s: %s", suffix, name, text)
         return kept
 
-    root_of = {rp: p.root for rp, p in cloud.providers.items()}
-    for group, request_group in zip(ctx.groups, ctx.request.groups, strict=True):
-        suffix = group.suffix
-        if not group.possible:
-            reason = _impossible(ctx, request_group, group)
-            step(suffix, reason.filter, (), "{n} providers: " + reason.detail)
-            continue
-        with_room = []
+    def kept(self, rule: rules.Rule, pool: set[int]) -> Iterable[int]:
+        providers = self.ctx.cloud.providers
+        return (rp for rp in pool if rule.passes(providers[rp]))
+
+    def with_room(self, group: GroupIds) -> list[set[int]]:
+        """Per requested class, the providers with room for the group's amount."""
+        ctx, cloud = self.ctx, self.ctx.cloud
+        found = []
         for rc, amount in group.resources:
             rc_name = ctx.class_names[rc]
             holders = cloud.holders(rc)
-            step(suffix, f"inventory:{rc_name}", holders,
-                 f"found {{n}} providers with {rc_name} inventory")
+            self.step(group.suffix, f"inventory:{rc_name}", holders,
+                      f"found {{n}} providers with {rc_name} inventory")
             fits = rules.Fits(rc, amount)
-            with_room.append(step(
-                suffix, f"resources:{rc_name}",
-                (rp for rp in holders if fits.passes(cloud.providers[rp])),
+            found.append(self.step(
+                group.suffix, f"resources:{rc_name}", self.kept(fits, set(holders)),
                 f"found {{n}} providers with available {amount} {rc_name}"))
+        return found
+
+    def first_pool(self, group: GroupIds, with_room: list[set[int]]) -> set[int]:
         if not with_room:
-            pool = step(suffix, "providers", cloud.providers, "{n} providers in all")
-        elif group.same_provider:
-            pool = set.intersection(*with_room)
-            if len(with_room) > 1:
-                pool = step(suffix, "resources", pool,
-                            "{n} providers have room for all of the group's resources")
-        else:
-            pool = set.union(*with_room)
+            return self.step(group.suffix, "providers", self.ctx.cloud.providers,
+                             "{n} providers in all")
+        if not group.same_provider:
+            return set.union(*with_room)
+        pool = set.intersection(*with_room)
+        if len(with_room) > 1:
+            pool = self.step(group.suffix, "resources", pool,
+                             "{n} providers have room for all of the group's resources")
+        return pool
+
+    def filtered(self, group: GroupIds, pool: set[int]) -> set[int]:
+        """``pool`` after each of the group's trait and aggregate rules in turn."""
+        ctx, cloud, suffix = self.ctx, self.ctx.cloud, group.suffix
         unsuffixed = not group.same_provider and bool(group.resources)
         providers, state = cloud.providers, cloud.state
-
-        def kept(rule: rules.Rule, pool: set[int]) -> Iterable[int]:
-            return (rp for rp in pool if rule.passes(providers[rp]))  # noqa: B023 (used at once)
-
         if group.tree_root is not None:
-            pool = step(suffix, "in_tree", kept(rules.InTree(group.tree_root), pool),
-                        "after filtering by in_tree: {n}")
+            pool = self.step(suffix, "in_tree", self.kept(rules.InTree(group.tree_root), pool),
+                             "after filtering by in_tree: {n}")
         if group.member_of:
-            pool = step(suffix, "member_of",
-                        kept(rules.MemberOf(group.member_of, state, with_root=unsuffixed), pool),
-                        "after filtering by member_of: {n}")
+            member = rules.MemberOf(group.member_of, state, with_root=unsuffixed)
+            pool = self.step(suffix, "member_of", self.kept(member, pool),
+                             "after filtering by member_of: {n}")
         if group.forbidden_aggs:
             own = rules.ForbiddenAggregates(group.forbidden_aggs)
             of_root = rules.RootOutsideAggregates(group.forbidden_aggs, state)
-            pool = step(suffix, "forbidden_aggregate", (
+            pool = self.step(suffix, "forbidden_aggregate", (
                 rp for rp in pool if own.passes(providers[rp])
                 and not (unsuffixed and not of_root.passes(providers[rp]))),
                 "after filtering by forbidden aggregates: {n}")
         if group.required:
-            required = rules.RequiredTraits(group.required)
-            if unsuffixed:
-                # The unsuffixed group's traits may come from several providers of a tree.
-                tree_traits: dict[int, frozenset[int]] = {}
-                for rp in pool:
-                    tree_traits[root_of[rp]] = tree_traits.get(root_of[rp], frozenset()) \
-                        | cloud.traits_of(rp)
-                meeting: Iterable[int] = (rp for rp in pool
-                                          if required.met_by(tree_traits[root_of[rp]]))
-            else:
-                meeting = kept(required, pool)
-            pool = step(suffix, "required_trait", meeting,
-                        "after filtering by required traits: {n}")
+            pool = self.step(suffix, "required_trait", self._meeting(group, pool, unsuffixed),
+                             "after filtering by required traits: {n}")
         if group.forbidden:
-            pool = step(suffix, "forbidden_trait",
-                        kept(rules.ForbiddenTraits(group.forbidden), pool),
-                        "after filtering by forbidden traits: {n}")
-        # root_required holds for a sharing provider's offer wherever it serves.
+            pool = self.step(suffix, "forbidden_trait",
+                             self.kept(rules.ForbiddenTraits(group.forbidden), pool),
+                             "after filtering by forbidden traits: {n}")
         if ctx.root_required:
-            root_ok = rules.RootTraits(ctx.root_required, frozenset(), state)
-            pool = step(suffix, "root_required", (
-                rp for rp in pool if root_ok.passes(providers[rp]) or rp in cloud.sharing),
-                "after filtering by root_required: {n}")
+            pool = self._root_step(suffix, pool, "root_required", "root_required",
+                                   rules.RootTraits(ctx.root_required, frozenset(), state))
         if ctx.root_forbidden:
-            root_ok = rules.RootTraits(frozenset(), ctx.root_forbidden, state)
-            pool = step(suffix, "root_forbidden", (
-                rp for rp in pool if root_ok.passes(providers[rp]) or rp in cloud.sharing),
-                "after filtering by forbidden root traits: {n}")
+            pool = self._root_step(suffix, pool, "root_forbidden", "forbidden root traits",
+                                   rules.RootTraits(frozenset(), ctx.root_forbidden, state))
+        return pool
+
+    def _root_step(self, suffix: str, pool: set[int], name: str, words: str,
+                   rule: rules.RootTraits) -> set[int]:
+        # root_required holds for a sharing provider's offer wherever it serves.
+        cloud = self.ctx.cloud
+        return self.step(suffix, name, (rp for rp in pool if rule.passes(cloud.providers[rp])
+                                        or rp in cloud.sharing),
+                         f"after filtering by {words}: {{n}}")
+
+    def _meeting(self, group: GroupIds, pool: set[int], unsuffixed: bool) -> Iterable[int]:
+        required = rules.RequiredTraits(group.required)
+        if not unsuffixed:
+            return self.kept(required, pool)
+        # The unsuffixed group's traits may come from several providers of a tree.
+        root_of, cloud = self.root_of, self.ctx.cloud
+        tree_traits: dict[int, frozenset[int]] = {}
+        for rp in pool:
+            tree_traits[root_of[rp]] = tree_traits.get(root_of[rp], frozenset()) \
+                | cloud.traits_of(rp)
+        return (rp for rp in pool if required.met_by(tree_traits[root_of[rp]]))
+
+
+def _steps(ctx: _Context) -> tuple[list[dict[str, Any]], dict[str, set[int]]]:
+    """The steps, and per group the providers that pass every one of its rules
+    on their own (its last step)."""
+    steps = _Steps(ctx)
+    passing: dict[str, set[int]] = {}
+    for group, request_group in zip(ctx.groups, ctx.request.groups, strict=True):
+        if not group.possible:
+            reason = _impossible(ctx, request_group, group)
+            steps.step(group.suffix, reason.filter, (), "{n} providers: " + reason.detail)
+            continue
+        with_room = steps.with_room(group)
+        pool = steps.filtered(group, steps.first_pool(group, with_room))
         # The unsuffixed group's pool is per class; one provider alone needs all.
-        passing[suffix] = pool if group.same_provider or not with_room \
+        passing[group.suffix] = pool if group.same_provider or not with_room \
             else pool.intersection(*with_room)
-    return steps, passing
+    return steps.rows, passing
 
 
 # --- the explanation ----------------------------------------------------------

@@ -335,16 +335,13 @@ def load(conn: sa.Connection) -> State:
     return state
 
 
-def differences(held: State, fresh: State, skip: set[int] = frozenset()) -> list[str]:  # type: ignore[assignment]
+def differences(held: State, fresh: State, skip: AbstractSet[int] = frozenset()) -> list[str]:
     """What ``held`` has wrong compared with ``fresh``, but for providers in ``skip``."""
-    found = []
-    for name in ("class_ids", "trait_ids", "aggregate_ids"):
-        if getattr(held, name) != getattr(fresh, name):
-            found.append(f"{name} differ")
-    for rp in sorted(held.providers.keys() | fresh.providers.keys()):
-        if rp not in skip and held.providers.get(rp) != fresh.providers.get(rp):
-            found.append(f"provider {rp}: held {held.providers.get(rp)}, "
-                         f"database {fresh.providers.get(rp)}")
+    found = [f"{name} differ" for name in ("class_ids", "trait_ids", "aggregate_ids")
+             if getattr(held, name) != getattr(fresh, name)]
+    found += [f"provider {rp}: held {held.providers.get(rp)}, database {fresh.providers.get(rp)}"
+              for rp in sorted(held.providers.keys() | fresh.providers.keys())
+              if rp not in skip and held.providers.get(rp) != fresh.providers.get(rp)]
     return found
 
 

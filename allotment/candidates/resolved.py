@@ -109,9 +109,6 @@ class Roots:
     def __bool__(self) -> bool:
         return bool(self.required or self.forbidden)
 
-    def shape(self) -> tuple[int, bool]:
-        return (len(self.required), bool(self.forbidden))
-
 
 # --- what a source answers ----------------------------------------------------
 

@@ -137,7 +137,7 @@ def matching_size(option_lists: Sequence[Sequence[int]]) -> int:
     return sum(1 for slot in range(len(option_lists)) if augment(slot, set()))
 
 
-def tree_candidates(slots: list[Slot], rules: Rules,
+def tree_candidates(slots: list[Slot], rules: Rules,  # noqa: C901 (closures, see below)
                     step: Callable[[], None] | None = None) -> Iterator[Candidate]:
     """Every way to fill ``slots`` (one anchor tree) that meets ``rules``.
 

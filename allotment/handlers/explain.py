@@ -10,6 +10,7 @@ the contract is in docs/explain.md).
 from __future__ import annotations
 
 import re
+from typing import ClassVar
 
 import falcon
 
@@ -69,7 +70,7 @@ def _with_explain_limit(query: Schema) -> Schema:
 
 class ExplainAllocationCandidates(Resource):
     # What the document says; ``take_explain_limit`` and ``parse_request`` check it.
-    operations = {
+    operations: ClassVar[dict[str, Operation]] = {
         "GET": Operation(
             "Allocation candidates, and why each tree that did not qualify was left out "
             "(allotment's own)", (ok(200, r.EXPLAIN_CANDIDATES),),
