@@ -13,6 +13,7 @@ from typing import Any
 
 import falcon
 import orjson
+from oslo_config import cfg
 
 from allotment import errors
 from allotment.candidates import engine
@@ -185,7 +186,7 @@ def parse_request(q: Query, version: Version) -> CandidateRequest:
     )
 
 
-def settings_from_conf(conf) -> Settings:
+def settings_from_conf(conf: cfg.ConfigOpts) -> Settings:
     placement = conf.placement
     return Settings(randomize=placement.randomize_allocation_candidates,
                     max_candidates=placement.max_allocation_candidates,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+
 import falcon
 
 from allotment.handlers.base import Resource
@@ -51,7 +53,7 @@ def provider_body(req: Request, provider: providers.Provider) -> dict:
     return body
 
 
-def _last_modified(items: list[providers.Provider]):
+def _last_modified(items: list[providers.Provider]) -> datetime.datetime:
     return render.newest(p.updated_at or p.created_at for p in items)
 
 

@@ -6,6 +6,8 @@ from 1.7 it creates the class named in the URL if needed (no body).
 
 from __future__ import annotations
 
+import datetime
+
 import falcon
 
 from allotment.handlers.base import Resource
@@ -32,7 +34,7 @@ def _class_body(req: Request, rc: resource_classes.ResourceClass) -> dict:
     return {"name": rc.name, "links": [{"rel": "self", "href": _class_path(req, rc.name)}]}
 
 
-def _modified(rc: resource_classes.ResourceClass):
+def _modified(rc: resource_classes.ResourceClass) -> datetime.datetime | None:
     return rc.updated_at or rc.created_at
 
 

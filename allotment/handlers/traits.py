@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import falcon
@@ -39,7 +40,7 @@ def _traits_body(found: list[traits.Trait]) -> dict:
     return {"traits": [trait.name for trait in found]}
 
 
-def _last_modified(found: list[traits.Trait]):
+def _last_modified(found: list[traits.Trait]) -> datetime.datetime:
     return render.newest(trait.modified for trait in found)
 
 
