@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import falcon
 import orjson
@@ -275,7 +275,7 @@ def render_body(version: Version, request: CandidateRequest, result: engine.Resu
 
 class AllocationCandidates(Resource):
     # ``parse_request`` validates the query string with ``query`` (as explain's does).
-    operations = {
+    operations: ClassVar[dict[str, Operation]] = {
         "GET": Operation(
             "List allocation candidates", (ok(200, r.ALLOCATION_CANDIDATES),),
             rule="placement:allocation_candidates:list", since="allocation_candidates",

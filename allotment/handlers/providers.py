@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from typing import ClassVar
 
 import falcon
 
@@ -58,7 +59,7 @@ def _last_modified(items: list[providers.Provider]) -> datetime.datetime:
 
 
 class ProviderCollection(Resource):
-    operations = {
+    operations: ClassVar[dict[str, Operation]] = {
         "GET": Operation(
             "List resource providers", (ok(200, r.PROVIDERS),),
             rule="placement:resource_providers:list", query=schemas.list_schema),
@@ -111,7 +112,7 @@ class ProviderCollection(Resource):
 
 
 class Provider(Resource):
-    operations = {
+    operations: ClassVar[dict[str, Operation]] = {
         "GET": Operation(
             "Show a resource provider", (ok(200, r.PROVIDER),),
             rule="placement:resource_providers:show", path_params=UUID_PARAM),

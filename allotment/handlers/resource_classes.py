@@ -7,6 +7,7 @@ from 1.7 it creates the class named in the URL if needed (no body).
 from __future__ import annotations
 
 import datetime
+from typing import ClassVar
 
 import falcon
 
@@ -39,7 +40,7 @@ def _modified(rc: resource_classes.ResourceClass) -> datetime.datetime | None:
 
 
 class ResourceClassCollection(Resource):
-    operations = {
+    operations: ClassVar[dict[str, Operation]] = {
         "GET": Operation(
             "List resource classes", (ok(200, r.RESOURCE_CLASSES),),
             rule="placement:resource_classes:list", since="resource_classes"),
@@ -73,7 +74,7 @@ class ResourceClassCollection(Resource):
 
 
 class ResourceClass(Resource):
-    operations = {
+    operations: ClassVar[dict[str, Operation]] = {
         "GET": Operation(
             "Show a resource class", (ok(200, r.RESOURCE_CLASS),),
             rule="placement:resource_classes:show", since="resource_classes",
