@@ -20,6 +20,7 @@ kept within RLIMIT_NOFILE.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import gc
@@ -553,8 +554,6 @@ def _fit_open_files(limits: ConnectionLimits, threads: int) -> ConnectionLimits:
 
 def _open_descriptors() -> int:
     for directory in ("/proc/self/fd", "/dev/fd"):
-        try:
+        with contextlib.suppress(OSError):
             return len(os.listdir(directory)) - 1  # less listdir's own
-        except OSError:
-            continue
     return 16

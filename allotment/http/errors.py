@@ -227,7 +227,7 @@ def write_error(req: Request, resp: falcon.Response, status: int, message: str,
 def handle_exception(req: Request, resp: falcon.Response, ex: Exception,
                      params: dict) -> None:
     """Falcon error handler for everything raised while serving a request."""
-    if isinstance(ex, _UNCAUGHT_UPSTREAM) or isinstance(ex, errors.Forbidden):
+    if isinstance(ex, (*_UNCAUGHT_UPSTREAM, errors.Forbidden)):
         req.context.bare_error = True
     if isinstance(ex, ledger.LedgerError):
         ex = refusal(ex)
