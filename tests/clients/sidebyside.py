@@ -382,7 +382,7 @@ def compare(index: int, step: Step, up: dict[str, Any], ours: dict[str, Any]
                      for n in names]
             break
     if len(names) > 4:
-        names = names[:4] + ["..."]
+        names = [*names[:4], "..."]
     key = (f"{step.method} {route_of(step)} {up['status']}/{ours['status']} "
            f"{','.join(names)}")
     return Difference(index, step, key, fields, up, ours)
@@ -465,10 +465,16 @@ class Result:
         return "\n".join(lines)
 
 
+def _common_prefix_length(a: str, b: str) -> int:
+    """How many characters ``a`` and ``b`` share from their start."""
+    pairs = enumerate(zip(a, b, strict=False))
+    return next((i for i, (x, y) in pairs if x != y), min(len(a), len(b)))
+
+
 def _pair(a: Any, b: Any, limit: int = 300) -> tuple[str, str]:
     """Both values as text; long strings from a little before where they part."""
     if isinstance(a, str) and isinstance(b, str) and max(len(a), len(b)) > limit:
-        common = len(os.path.commonprefix([a, b]))
+        common = _common_prefix_length(a, b)
         start = max(0, common - 60)
         lead = "..." if start else ""
         return (lead + repr(a[start:start + limit]), lead + repr(b[start:start + limit]))

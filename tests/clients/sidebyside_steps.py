@@ -240,7 +240,7 @@ def _providers(b: Builder) -> dict[str, str]:
         "name=%FF%FE", "name=%C3%A9", "required=%FF",
     ]
     for query in queries:
-        b.at(b.sample(ALL, 6) + ["1.39"], "GET", "/resource_providers?" + query)
+        b.at([*b.sample(ALL, 6), "1.39"], "GET", "/resource_providers?" + query)
     # Updates.
     target = named["rp-1.1"]
     for version in around(14, 37, extra=(0, 20, 39)):
@@ -708,7 +708,7 @@ def _candidates(b: Builder, rp: dict[str, str], aggs: list[str]) -> None:
     gates = (10, 16, 17, 21, 22, 24, 25, 29, 31, 32, 33, 34, 35, 36, 39)
     versions = around(*gates, extra=(0, LATEST))
     for query in shapes:
-        chosen = b.sample(versions, 8) + ["1.9", "1.10", "1.39"]
+        chosen = [*b.sample(versions, 8), "1.9", "1.10", "1.39"]
         for version in sorted(set(chosen), key=lambda v: int(v.split(".")[1])):
             b.add("GET", "/allocation_candidates?" + query, version)
 
