@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable
+from types import TracebackType
 
 import webob.exc
 from oslo_config import cfg
@@ -19,6 +20,7 @@ from oslo_config import cfg
 from allotment.http.environ import IDENTITY_ENVIRON, REQUEST_ID_ENVIRON, Identity
 
 WSGIApp = Callable[[dict, Callable], Iterable[bytes]]
+ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
 
 # Documents served without a token: version discovery (as upstream) and the
 # API's OpenAPI description (allotment's own; it says nothing about the data).
@@ -48,7 +50,8 @@ class RequestIdMiddleware:
         if environ.get("HTTP_ACCEPT") in (None, "", "*/*"):
             environ["HTTP_ACCEPT"] = "application/json"
 
-        def _start(status: str, headers: list, exc_info=None):
+        def _start(status: str, headers: list[tuple[str, str]],
+                   exc_info: ExcInfo | None = None) -> Callable[[bytes], object]:
             headers.append(("x-openstack-request-id", request_id))
             return start_response(status, headers, exc_info)
 

@@ -20,6 +20,7 @@ kept within RLIMIT_NOFILE.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import gc
@@ -33,8 +34,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gunicorn.app.base import BaseApplication
+from gunicorn.config import Config
 from gunicorn.glogging import Logger as GunicornLogger
 from gunicorn.workers.base import Worker
+from oslo_config import cfg
 from waitress import wasyncore
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
@@ -63,7 +66,7 @@ class ConnectionLimits:
     connection_limit: int = 4096
 
     @classmethod
-    def from_conf(cls, conf) -> ConnectionLimits:
+    def from_conf(cls, conf: cfg.ConfigOpts) -> ConnectionLimits:
         opts = conf.allotment
         return cls(request_timeout=opts.request_timeout,
                    keepalive_timeout=opts.keepalive_timeout,
@@ -72,7 +75,7 @@ class ConnectionLimits:
                    connection_limit=opts.connection_limit)
 
 
-def _refusal_detail(error) -> str:
+def _refusal_detail(error: Error) -> str:
     if isinstance(error, RequestEntityTooLarge):
         return "The request body is larger than this server accepts."
     if isinstance(error, RequestHeaderFieldsTooLarge):
@@ -363,7 +366,7 @@ def _overdue(channel: PlacementChannel, now: float, limits: ConnectionLimits) ->
 
 
 def adjustments_for(limits: ConnectionLimits, threads: int, backlog: int,
-                    **listen) -> Adjustments:
+                    **listen: object) -> Adjustments:
     """waitress's settings for a worker (``listen``: its sockets, or host and port)."""
     return Adjustments(
         threads=threads,
@@ -439,7 +442,7 @@ class PlacementLogger(GunicornLogger):
     No access log: the request log (``allotment.http.requestlog``) has the lines.
     """
 
-    def setup(self, cfg) -> None:
+    def setup(self, cfg: Config) -> None:
         super().setup(cfg)
         for handler in list(self.error_log.handlers):
             self.error_log.removeHandler(handler)
@@ -460,7 +463,7 @@ class Server(BaseApplication):
         for key, value in self.options.items():
             self.cfg.set(key, value)
 
-    def load(self):
+    def load(self) -> Callable:
         app = self.app_factory()
         # What the worker built so far lives as long as it does: keep the
         # cyclic GC from re-scanning it whenever a big answer allocates.
@@ -551,8 +554,6 @@ def _fit_open_files(limits: ConnectionLimits, threads: int) -> ConnectionLimits:
 
 def _open_descriptors() -> int:
     for directory in ("/proc/self/fd", "/dev/fd"):
-        try:
+        with contextlib.suppress(OSError):
             return len(os.listdir(directory)) - 1  # less listdir's own
-        except OSError:
-            continue
     return 16

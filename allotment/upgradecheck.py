@@ -10,7 +10,9 @@ check), after ours: the schema at allotment's head revision (failure).
 from __future__ import annotations
 
 import traceback
+from collections.abc import Callable
 
+import sqlalchemy as sa
 from oslo_config import cfg
 from oslo_upgradecheck import common_checks, upgradecheck
 from oslo_upgradecheck.upgradecheck import Code, Result
@@ -42,7 +44,8 @@ class Checks(upgradecheck.UpgradeCommands):
                           f'{head}: run "allotment db upgrade".')
         return Result(Code.SUCCESS, f"At revision {current}.")
 
-    def _unfinished(self, count, level: Code, what: str) -> Result:
+    def _unfinished(self, count: Callable[[sa.Connection], int], level: Code,
+                    what: str) -> Result:
         """``level`` when ``count(conn)`` finds rows an online migration left, else success."""
         with self.db.read() as conn:
             if not unfinished_migrations.has_tables(conn):

@@ -124,7 +124,7 @@ def make_app(conf: cfg.ConfigOpts, db: Database | None = None,
     return app
 
 
-def _cors(app, conf: cfg.ConfigOpts):
+def _cors(app: WSGIApp, conf: cfg.ConfigOpts) -> WSGIApp:
     """oslo.middleware's CORS from ``[cors]``, only when an origin is allowed.
 
     It sits outside authentication, as upstream's does: a preflight carries
@@ -139,7 +139,7 @@ def _cors(app, conf: cfg.ConfigOpts):
     return cors.CORS(app, conf)
 
 
-def _load_application():
+def _load_application() -> WSGIApp:
     conf = config.load()
     logs.setup(conf)
     return make_app(conf)

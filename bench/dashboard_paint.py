@@ -26,11 +26,11 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from allotment.db import migrate, standard_names  # noqa: E402
-from allotment.db import tables as t  # noqa: E402
-from allotment.db.engine import create_engine  # noqa: E402
-from allotment.ledger.common import utcnow  # noqa: E402
-from tests.clients import live  # noqa: E402
+from allotment.db import migrate, standard_names
+from allotment.db import tables as t
+from allotment.db.engine import create_engine
+from allotment.ledger.common import utcnow
+from tests.clients import live
 
 CHROMIUM = "/usr/bin/chromium"
 TOKEN_KEY = "allotment.dashboard.token"

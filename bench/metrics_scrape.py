@@ -93,16 +93,22 @@ def serve(workdir: Path, url: str) -> tuple[subprocess.Popen[bytes], str]:
         stdout=log, stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(base + "/", timeout=2):
-                return process, base
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                sys.exit("allotment serve did not start:\n"
-                         + (workdir / "server.log").read_text(errors="replace"))
-            time.sleep(0.2)
+    while not _answers(base + "/"):
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            sys.exit("allotment serve did not start:\n"
+                     + (workdir / "server.log").read_text(errors="replace"))
+        time.sleep(0.2)
+    return process, base
+
+
+def _answers(url: str) -> bool:
+    """Whether ``url`` answers (a connection refused or an error status: not yet)."""
+    try:
+        with urllib.request.urlopen(url, timeout=2):
+            return True
+    except OSError:
+        return False
 
 
 def scrape(base: str, compressed: bool) -> tuple[float, bytes]:

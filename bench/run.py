@@ -178,7 +178,7 @@ def run_scenario(targets: list[Target], scenario: scenarios.Scenario,
             try:
                 group.sessions.append(prepare(target, scenario, roots, settings, args, dbs,
                                               workdir, group, owned))
-            except Exception as exc:  # noqa: BLE001 - report it, measure the others
+            except Exception as exc:  # report it, measure the others
                 failures.append(f"- {target.name}, {scenario.title}: {exc}")
                 print(f"  {target.name}: FAILED: {exc}", flush=True)
         if group.sessions:
@@ -186,14 +186,14 @@ def run_scenario(targets: list[Target], scenario: scenarios.Scenario,
         for session in group.sessions:
             if session.restart is None:  # a server we do not own: leave it as we found it
                 session.loader.cleanup(roots, session.consumers)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         failures.append(f"- {scenario.title}: {exc!r}")
         print(f"  FAILED: {exc!r}", flush=True)
     finally:
         for cleanup in reversed(owned):
             try:
                 cleanup()
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: PERF203 - every clean-up runs, whatever the others do
                 print(f"  clean-up failed: {exc}", flush=True)
     return group.results
 

@@ -264,9 +264,8 @@ class Perfload(Scenario):
         self.aggregate = stable_uuid(f"{self.name}-aggregate")
 
     def trees(self) -> list[Provider]:
-        roots = []
-        for i in range(self.providers):
-            roots.append(Provider(
+        return [
+            Provider(
                 name=f"{self.name}-cn-{i:05d}",
                 inventories={
                     "VCPU": {"total": 32, "allocation_ratio": 4.0},
@@ -275,8 +274,9 @@ class Perfload(Scenario):
                 },
                 traits=["HW_CPU_X86_AVX2"] if i % 3 else [],
                 aggregates=[self.aggregate] if i % 2 == 0 else [],
-            ))
-        return roots
+            )
+            for i in range(self.providers)
+        ]
 
     def run(self, group: Group) -> None:
         s = group.settings
@@ -305,7 +305,7 @@ class Perfload(Scenario):
 
 class Nested(Scenario):
     FPGA_UNITS = 2  # per NUMA node; the scheduler loop's variant has more
-    QUERIES = [
+    QUERIES = (
         ("two NUMA nodes, isolate",
          "resources=DISK_GB:10&resources_N0=VCPU:2,MEMORY_MB:2048"
          "&resources_N1=VCPU:2,MEMORY_MB:2048&group_policy=isolate"),
@@ -316,7 +316,7 @@ class Nested(Scenario):
          "resources_C0=VCPU:2,MEMORY_MB:1024&resources_G0=VGPU:1&same_subtree=_C0,_G0"
          "&resources_C1=VCPU:2,MEMORY_MB:1024&resources_G1=VGPU:1&same_subtree=_C1,_G1"
          "&group_policy=isolate"),
-    ]
+    )
 
     def __init__(self, hosts: int) -> None:
         self.hosts = hosts

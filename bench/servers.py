@@ -178,7 +178,7 @@ class RunningServer:
                 if client.get("/").status == 200:
                     client.close()
                     return
-            except (OSError, Exception):  # noqa: BLE001 - not listening yet
+            except (OSError, Exception):  # not listening yet
                 pass
             time.sleep(0.3)
         self.stop()
@@ -195,9 +195,8 @@ class RunningServer:
                 status = Path(f"/proc/{pid}/status").read_text()
             except OSError:
                 continue
-            for line in status.splitlines():
-                if line.startswith("VmRSS:"):
-                    found.append(int(line.split()[1]) * 1024)
+            found.extend(int(line.split()[1]) * 1024
+                         for line in status.splitlines() if line.startswith("VmRSS:"))
         return found
 
     def stop(self) -> None:

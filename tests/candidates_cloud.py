@@ -124,10 +124,8 @@ class Cloud:
 
     def candidates(self, version: str = "1.39", **params):
         """GET /allocation_candidates; ``params`` values may be lists (repeated keys)."""
-        pairs = []
-        for key, value in params.items():
-            for item in value if isinstance(value, list) else [value]:
-                pairs.append((key, item))
+        pairs = [(key, item) for key, value in params.items()
+                 for item in (value if isinstance(value, list) else [value])]
         path = "/allocation_candidates"
         if pairs:
             path += "?" + urlencode(pairs, safe=":,!")

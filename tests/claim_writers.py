@@ -119,7 +119,7 @@ class Writer:
         for _ in range(steps):
             try:
                 self.step()
-            except requests.RequestException as exc:
+            except requests.RequestException as exc:  # noqa: PERF203 - noted, the run goes on
                 self.failures.append(f"transport: {exc!r}")
         return {"held": {c: a for c, (_, a) in self.held.items()},
                 "counts": dict(self.counts), "failures": self.failures}

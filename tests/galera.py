@@ -78,7 +78,8 @@ class GaleraNode(MariaDBServer):
             "evs.suspect_timeout=PT3S", "evs.inactive_timeout=PT6S",
             "evs.install_timeout=PT6S",
         ])
-        command = super()._command() + [
+        command = [
+            *super()._command(),
             "--wsrep-on=ON", f"--wsrep-provider={PROVIDER}",
             f"--wsrep-cluster-address={self.cluster_address}",
             "--wsrep-cluster-name=allotment-test", f"--wsrep-node-name={self.name}",
@@ -156,7 +157,8 @@ class GaleraCluster:
         nodes: list[GaleraNode] = []
         try:
             for number in range(1, size + 1):
-                nodes.append(GaleraNode.create_node(f"node{number}"))
+                # One at a time (noqa): the clean-up below removes those already made.
+                nodes.append(GaleraNode.create_node(f"node{number}"))  # noqa: PERF401
         except BaseException:
             for node in nodes:
                 node.remove()

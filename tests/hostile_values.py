@@ -51,7 +51,7 @@ QUERY_NUMBERS: tuple[str, ...] = ("NaN", "Infinity", "-Infinity", "1e38", "3.4e3
 # 2020-12, not to draft 4) and a fraction.
 FIELD_VALUES: dict[str, tuple[Any, ...]] = {
     "string": CHARACTERS,
-    "integer": INTEGERS + (math.nan, math.inf, -math.inf, 1e308, 5e-324),
+    "integer": (*INTEGERS, math.nan, math.inf, -math.inf, 1e308, 5e-324),
     "number": NUMBERS + INTEGERS,
 }
 # And of a query slot (the text that replaces "{}" in its template).
@@ -174,12 +174,12 @@ def leaves(template: Any, schema: dict) -> list[Leaf]:
                 member_schema, member_field, is_data = _member(described, key, field)
                 if is_data:
                     found.setdefault(member_field + "(key)",
-                                     Leaf(steps + (key,), True, "string", member_field + "(key)"))
-                walk(member, member_schema, steps + (key,), member_field)
+                                     Leaf((*steps, key), True, "string", member_field + "(key)"))
+                walk(member, member_schema, (*steps, key), member_field)
         elif isinstance(value, list):
             items = _array(schema)["items"]
             for index, item in enumerate(value):
-                walk(item, items, steps + (index,), field + "[]")
+                walk(item, items, (*steps, index), field + "[]")
         else:
             kind = _scalar(schema)
             if kind is None:

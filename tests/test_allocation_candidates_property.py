@@ -234,7 +234,7 @@ def queries(draw, providers: list[Model]) -> Query:
     present = sorted({rc for p in providers for rc in p.inventory})
 
     def traits():
-        required = draw(st.lists(st.sets(st.sampled_from(TRAITS + [SHARES]), min_size=1,
+        required = draw(st.lists(st.sets(st.sampled_from([*TRAITS, SHARES]), min_size=1,
                                          max_size=2 if new else 1), max_size=2))
         forbidden = set(draw(st.sets(st.sampled_from(TRAITS)))) - set().union(*required)
         return required, forbidden
@@ -261,12 +261,12 @@ def queries(draw, providers: list[Model]) -> Query:
     groups = []
     if draw(st.integers(0, 4)) > 0:
         groups.append(group("", 1))
-    for i in range(draw(st.integers(0 if groups else 1, 2))):
-        groups.append(group(f"_G{i}" if new else str(i + 1), 1))
+    numbered = draw(st.integers(0 if groups else 1, 2))
+    groups.extend(group(f"_G{i}" if new else str(i + 1), 1) for i in range(numbered))
     q = Query(version, groups)
     if new and draw(st.integers(0, 4)) == 0:
         resourceless = Group("_R", {})
-        resourceless.required = [{draw(st.sampled_from(TRAITS + [SHARES]))}]
+        resourceless.required = [{draw(st.sampled_from([*TRAITS, SHARES]))}]
         groups.append(resourceless)
     suffixed = [g.suffix for g in groups if g.suffix]
     if len(suffixed) > 1 or draw(st.booleans()):

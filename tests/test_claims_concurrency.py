@@ -64,37 +64,36 @@ def live(request, backend_databases, tmp_path_factory):
     conf.write_text(f"[placement_database]\nconnection = {database.url}\n"
                     "[api]\nauth_strategy = noauth2\n")
     port = _free_port()
-    log = open(tmp / "server.log", "w+")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "allotment.cli", "serve", "--config-file", str(conf),
-         "--host", "127.0.0.1", "--port", str(port), "--workers", "2", "--threads", "4"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    server = LiveServer(database.backend, f"http://127.0.0.1:{port}")
-    try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                if requests.get(server.base + "/", timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            if time.time() > deadline or proc.poll() is not None:
-                log.seek(0)
-                pytest.fail(f"server did not start: {log.read()}")
-            time.sleep(0.1)
-        yield server
-    finally:
-        server.session.close()
-        # Quick shutdown: idle keep-alive connections need not be waited for.
-        os.killpg(proc.pid, signal.SIGINT)
+    with open(tmp / "server.log", "w+") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "allotment.cli", "serve", "--config-file", str(conf),
+             "--host", "127.0.0.1", "--port", str(port), "--workers", "2", "--threads", "4"],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        server = LiveServer(database.backend, f"http://127.0.0.1:{port}")
         try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.seek(0)
-        server_log = log.read()
-        log.close()
+            deadline = time.time() + 60
+            while True:
+                try:
+                    if requests.get(server.base + "/", timeout=2).status_code == 200:
+                        break
+                except requests.RequestException:
+                    pass
+                if time.time() > deadline or proc.poll() is not None:
+                    log.seek(0)
+                    pytest.fail(f"server did not start: {log.read()}")
+                time.sleep(0.1)
+            yield server
+        finally:
+            server.session.close()
+            # Quick shutdown: idle keep-alive connections need not be waited for.
+            os.killpg(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            log.seek(0)
+            server_log = log.read()
     # Any 500 is logged by the server as an uncaught exception.
     assert "Uncaught exception" not in server_log, server_log
 

@@ -108,8 +108,8 @@ def test_database_commands_do_not_load_the_web_stack(tmp_path: Path) -> None:
 def test_serve_with_operator_config_and_sigterm(tmp_path):
     port = _free_port()
     conf_file = _write_conf(tmp_path / "placement.conf", f"sqlite:///{tmp_path}/serve.db")
-    proc = subprocess.Popen(ALLOTMENT + ["serve", "--config-file", conf_file, "--host",
-                                         "127.0.0.1", "--port", str(port), "--workers", "2"],
+    proc = subprocess.Popen([*ALLOTMENT, "serve", "--config-file", conf_file, "--host",
+                             "127.0.0.1", "--port", str(port), "--workers", "2"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.time() + 30
@@ -141,7 +141,7 @@ def test_sync_in_several_processes_at_once(backend, tmp_path):
     else:
         url = conftest._create_server_database(backend)
     try:
-        procs = [subprocess.Popen(ALLOTMENT + ["db", "upgrade", "--database-url", url],
+        procs = [subprocess.Popen([*ALLOTMENT, "db", "upgrade", "--database-url", url],
                                   env=dict(os.environ), stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, text=True)
                  for _ in range(4)]

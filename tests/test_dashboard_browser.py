@@ -31,6 +31,7 @@ TREES = 100
 WIDE = 60  # children of "wide-host": more than one answer shows (CHILDREN_SHOWN)
 PROJECTS = ["project-a", "project-b", "project-c"]
 AGGREGATE = "0d3c4b5a-6e7f-4a8b-9c0d-1e2f3a4b5c6d"
+TO = "\u2013"  # the en dash dashboard.js puts between the ends of a page's range
 
 
 def _missing() -> str | None:
@@ -214,7 +215,7 @@ def test_token_prompt(browser, cloud):
 
 def test_providers_page(browser, cloud):
     page = _open(browser, cloud, "#providers")
-    expect(page.locator("#trees-info")).to_have_text(f"trees 1–50 of {TREES + 1}")
+    expect(page.locator("#trees-info")).to_have_text(f"trees 1{TO}50 of {TREES + 1}")
     names = page.locator("#trees > .node > .row .name").all_inner_texts()
     assert names == [f"host-{n:03d}" for n in range(50)]
     first = f"#trees > .node[data-uuid='{cloud.roots['host-000']}']"
@@ -241,10 +242,10 @@ def test_providers_page(browser, cloud):
     expect(page.locator("#trees .children:visible")).to_have_count(0)
     # The next page, then a search.
     page.click("#trees-next")
-    expect(page.locator("#trees-info")).to_have_text(f"trees 51–100 of {TREES + 1}")
+    expect(page.locator("#trees-info")).to_have_text(f"trees 51{TO}100 of {TREES + 1}")
     expect(page.locator("#trees > .node > .row .name").first).to_have_text("host-050")
     page.click("#trees-next")
-    expect(page.locator("#trees-info")).to_have_text(f"trees 101–101 of {TREES + 1}")
+    expect(page.locator("#trees-info")).to_have_text(f"trees 101{TO}101 of {TREES + 1}")
     expect(page.locator("#trees-next")).to_be_disabled()
     # A tree wider than one answer: the rest of its children come on demand.
     wide = f"#trees > .node[data-uuid='{cloud.roots['wide-host']}']"
@@ -259,7 +260,7 @@ def test_providers_page(browser, cloud):
         f"wide-host-vf{n:02d}" for n in range(WIDE)]
     page.fill("#provider-q", "HOST-042-NUMA1")
     page.press("#provider-q", "Enter")
-    expect(page.locator("#trees-info")).to_have_text("trees 1–1 of 1")
+    expect(page.locator("#trees-info")).to_have_text(f"trees 1{TO}1 of 1")
     expect(page.locator("#trees > .node > .row .name")).to_have_text("host-042")
     page.context.close()
 

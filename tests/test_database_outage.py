@@ -157,9 +157,8 @@ def test_a_write_cut_off_midway_changed_nothing_and_is_not_retried(running, capl
 def test_a_statement_error_is_still_what_it_was(running):
     db = Database(create_engine(_database(running)))
     try:
-        with pytest.raises(sa.exc.ProgrammingError):
-            with db.read() as conn:
-                conn.exec_driver_sql("SELECT * FROM no_such_table")
+        with pytest.raises(sa.exc.ProgrammingError), db.read() as conn:
+            conn.exec_driver_sql("SELECT * FROM no_such_table")
         assert not db.outage.ongoing
     finally:
         db.dispose()
@@ -352,8 +351,8 @@ def test_startup_does_not_wait_for_what_waiting_cannot_cure(running, tmp_path):
     # A database that does not exist will not appear by waiting.
     url = running.url("no_such_database")
     retries = _retry_conf(tmp_path, -1, 1)
-    result = subprocess.run(live.ALLOTMENT + ["db", "upgrade", "--database-url", url,
-                                              "--config-file", str(retries)],
+    result = subprocess.run([*live.ALLOTMENT, "db", "upgrade", "--database-url", url,
+                             "--config-file", str(retries)],
                             capture_output=True, text=True, timeout=60)
     output = (result.stdout + result.stderr).strip().splitlines()
     assert result.returncode == 1, output

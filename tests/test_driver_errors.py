@@ -71,9 +71,8 @@ def test_the_engine_hook_classifies_as_the_error_is_raised(database, monkeypatch
     # class unchanged, already carries its meaning when it leaves execute().
     with database.engine.begin() as conn:
         conn.execute(t.traits.insert().values(name="CUSTOM_TWICE"))
-    with pytest.raises(sa.exc.IntegrityError) as raised:
-        with database.engine.begin() as conn:
-            conn.execute(t.traits.insert().values(name="CUSTOM_TWICE"))
+    with pytest.raises(sa.exc.IntegrityError) as raised, database.engine.begin() as conn:
+        conn.execute(t.traits.insert().values(name="CUSTOM_TWICE"))
 
     def not_again(_exc: BaseException) -> None:
         raise AssertionError("classified after the hook")

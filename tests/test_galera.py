@@ -165,22 +165,56 @@ def _claim_body(allocation: Allocation | None, generation: int | None) -> dict:
 
 
 def _worker(load: Load, number: int, seed: int) -> None:
-    rng = random.Random(seed)
-    home = number % len(load.servers)
-    server = load.servers[home]
-    mine: dict[str, Allocation] = {}  # consumers this thread holds (certain state)
-    full_streak = 0
-    history: dict[str, list] = {}
-    sent_at = [0.0]
+    _Worker(load, number, seed).run()
 
-    def send(method: str, path: str, body: object = None) -> tuple:
-        sent_at[0] = time.monotonic()
-        return call(server.url, method, path, body, timeout=30)
 
-    def record(consumer: str, status: int, body: object, before: Allocation | None,
+class _Worker:
+    """One thread's claims, moves and releases through its home server."""
+
+    def __init__(self, load: Load, number: int, seed: int) -> None:
+        self.load = load
+        self.rng = random.Random(seed)
+        self.home = number % len(load.servers)
+        self.server = load.servers[self.home]
+        self.mine: dict[str, Allocation] = {}  # consumers this thread holds (certain state)
+        self.history: dict[str, list] = {}
+        self.sent_at = 0.0
+
+    def run(self) -> None:
+        load = self.load
+        full_streak = 0
+        filling = False
+        while time.monotonic() < load.deadline:
+            if load.surprises:
+                return
+            if not filling and time.monotonic() > load.stop_after:
+                filling, full_streak = True, 0  # a streak from before may predate a release
+            if filling and full_streak >= FULL_STREAK:
+                return
+            # Filling: only single claims, which can only use room up.
+            roll = 1.0 if filling else self.rng.random()
+            if self.mine and roll < 0.08:
+                self.release()
+                continue
+            if self.mine and roll < 0.16:
+                outcome = self.move()
+                if outcome is None:
+                    continue
+            elif roll < 0.28:
+                outcome = self.claim_pair()
+            else:
+                outcome = self.claim_one()
+            full_streak = full_streak + 1 if outcome == "refused" else 0
+
+    def send(self, method: str, path: str, body: object = None) -> tuple:
+        self.sent_at = time.monotonic()
+        return call(self.server.url, method, path, body, timeout=30)
+
+    def record(self, consumer: str, status: int, body: object, before: Allocation | None,
                after: Allocation | None) -> str:
+        load = self.load
         outcome = _outcome(status, body)
-        history.setdefault(consumer, []).append((status, after))
+        self.history.setdefault(consumer, []).append((status, after))
         with load.lock:
             if outcome == "accepted":
                 load.expected[consumer] = [after]
@@ -188,82 +222,80 @@ def _worker(load: Load, number: int, seed: int) -> None:
                 load.expected[consumer] = [before, after]
             else:
                 load.expected.setdefault(consumer, [before])
-        load.count(home, outcome)
+        load.count(self.home, outcome)
         if outcome.startswith("status") and len(load.surprises) < 5:
             seen = [call(other.url, "GET", f"/allocations/{consumer}")[2]
                     for other in load.servers]
             load.surprises.append(f"{outcome} for {consumer}: {str(body)[:300]}; "
-                                  f"history {history.get(consumer)}; now {seen}")
+                                  f"history {self.history.get(consumer)}; now {seen}")
         if outcome == "unavailable":
             with load.lock:
-                load.unavailable_at.append((home, sent_at[0], time.monotonic()))
-            mine.pop(consumer, None)  # its state is unknown: leave it alone
+                load.unavailable_at.append((self.home, self.sent_at, time.monotonic()))
+            self.mine.pop(consumer, None)  # its state is unknown: leave it alone
             time.sleep(0.05)
         elif after is not None and outcome == "accepted":
-            mine[consumer] = after
+            self.mine[consumer] = after
         elif outcome == "accepted":
-            mine.pop(consumer, None)
+            self.mine.pop(consumer, None)
         return outcome
 
-    def amounts() -> dict[str, int]:
-        vcpu = rng.randint(1, 3)
+    def amounts(self) -> dict[str, int]:
+        vcpu = self.rng.randint(1, 3)
         return {"VCPU": vcpu, "MEMORY_MB": 256 * vcpu}
 
-    filling = False
-    while time.monotonic() < load.deadline:
-        if load.surprises:
-            return
-        if not filling and time.monotonic() > load.stop_after:
-            filling, full_streak = True, 0  # a streak from before may predate a release
-        if filling and full_streak >= FULL_STREAK:
-            return
-        # Filling: only single claims, which can only use room up.
-        roll = 1.0 if filling else rng.random()
-        if mine and roll < 0.08:  # release
-            consumer = rng.choice(sorted(mine))
-            status, _, body = send("DELETE", f"/allocations/{consumer}")
-            record(consumer, status, body, mine[consumer], None)
-        elif mine and roll < 0.16:  # move to another provider
-            consumer = rng.choice(sorted(mine))
-            status, _, body = send("GET", f"/allocations/{consumer}")
-            if status != 200:
-                load.count(home, _outcome(status, body))
-                continue
+    def release(self) -> None:
+        consumer = self.rng.choice(sorted(self.mine))
+        status, _, body = self.send("DELETE", f"/allocations/{consumer}")
+        self.record(consumer, status, body, self.mine[consumer], None)
+
+    def move(self) -> str | None:
+        """To another provider; None when the consumer could not be read first."""
+        consumer = self.rng.choice(sorted(self.mine))
+        status, _, body = self.send("GET", f"/allocations/{consumer}")
+        if status != 200:
+            self.load.count(self.home, _outcome(status, body))
+            return None
+        assert isinstance(body, dict)
+        generation = body["consumer_generation"]
+        before = self.mine[consumer]
+        target = self.rng.choice([rp for rp in self.load.providers if rp not in before])
+        after = {target: next(iter(before.values()))}
+        status, _, body = self.send("PUT", f"/allocations/{consumer}",
+                                    _claim_body(after, generation))
+        return self.record(consumer, status, body, before, after)
+
+    def claim_pair(self) -> str:
+        """Two new consumers in one POST /allocations."""
+        pair = {str(uuid.uuid4()): {self.rng.choice(self.load.providers): self.amounts()}
+                for _ in range(2)}
+        status, _, body = self.send("POST", "/allocations",
+                                    {c: _claim_body(a, None) for c, a in pair.items()})
+        for consumer, allocation in pair.items():
+            outcome = self.record(consumer, status, body, None, allocation)
+        return outcome
+
+    def claim_one(self) -> str:
+        """A new consumer; sometimes read at once through another server."""
+        consumer = str(uuid.uuid4())
+        allocation = {self.rng.choice(self.load.providers): self.amounts()}
+        status, _, body = self.send("PUT", f"/allocations/{consumer}",
+                                    _claim_body(allocation, None))
+        outcome = self.record(consumer, status, body, None, allocation)
+        if outcome == "accepted" and self.rng.random() < 0.25:
+            self.cross_read(consumer)
+        return outcome
+
+    def cross_read(self, consumer: str) -> None:
+        """Causal reads make a claim visible at once through another node."""
+        load = self.load
+        other = load.servers[(self.home + 1) % len(load.servers)]
+        status, _, body = call(other.url, "GET", f"/allocations/{consumer}", timeout=30)
+        if status == 200:
             assert isinstance(body, dict)
-            generation = body["consumer_generation"]
-            before = mine[consumer]
-            target = rng.choice([rp for rp in load.providers if rp not in before])
-            after = {target: next(iter(before.values()))}
-            status, _, body = send("PUT", f"/allocations/{consumer}",
-                                   _claim_body(after, generation))
-            outcome = record(consumer, status, body, before, after)
-            full_streak = full_streak + 1 if outcome == "refused" else 0
-        elif roll < 0.28:  # two new consumers in one POST /allocations
-            pair = {str(uuid.uuid4()): {rng.choice(load.providers): amounts()}
-                    for _ in range(2)}
-            status, _, body = send("POST", "/allocations",
-                                   {c: _claim_body(a, None) for c, a in pair.items()})
-            for consumer, allocation in pair.items():
-                outcome = record(consumer, status, body, None, allocation)
-            full_streak = full_streak + 1 if outcome == "refused" else 0
-        else:  # a new consumer
-            consumer = str(uuid.uuid4())
-            allocation = {rng.choice(load.providers): amounts()}
-            status, _, body = send("PUT", f"/allocations/{consumer}",
-                                   _claim_body(allocation, None))
-            outcome = record(consumer, status, body, None, allocation)
-            full_streak = full_streak + 1 if outcome == "refused" else 0
-            if outcome == "accepted" and rng.random() < 0.25:
-                # Read it at once through another node: causal reads make it visible.
-                other = load.servers[(home + 1) % len(load.servers)]
-                status, _, body = call(other.url, "GET", f"/allocations/{consumer}",
-                                       timeout=30)
-                if status == 200:
-                    assert isinstance(body, dict)
-                    with load.lock:
-                        load.cross_reads += 1
-                        if not body["allocations"]:
-                            load.stale_reads += 1
+            with load.lock:
+                load.cross_reads += 1
+                if not body["allocations"]:
+                    load.stale_reads += 1
 
 
 def _run(load: Load, during: threading.Thread | None = None) -> float:

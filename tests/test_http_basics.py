@@ -163,7 +163,7 @@ def test_a_method_the_uri_never_has_is_405_with_upstreams_body(client):
 def test_validation_error_detail_is_one_line_after_the_blank_line(client):
     resp = client.post("/resource_classes", {"name": "fake_class"}, version="1.39")
     assert resp.status == 400
-    explanation, _, reason = resp.detail.partition("\n\n")
+    _, _, reason = resp.detail.partition("\n\n")
     assert "\n" not in reason
     # osc-placement shows the last line: it must say what is wrong.
     assert resp.detail.splitlines()[-1].strip().startswith(

@@ -10,6 +10,7 @@ file descriptors.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -252,13 +253,11 @@ def _spilled(pid: int) -> tuple[int, int]:
     count = size = 0
     fd_dir = f"/proc/{pid}/fd"
     for name in os.listdir(fd_dir):
-        try:
+        with contextlib.suppress(OSError):  # closed meanwhile
             target = os.readlink(f"{fd_dir}/{name}")
             if target.endswith("(deleted)"):
                 size += os.stat(f"{fd_dir}/{name}").st_size
                 count += 1
-        except OSError:
-            continue
     return count, size
 
 
@@ -457,8 +456,7 @@ def test_connection_limit_is_clamped_to_the_open_files_limit(
         # Open connections ten at a time until the worker takes no more.
         while len(held) < 2 * OPEN_FILES:
             count = _descriptors(worker)
-            for _ in range(10):
-                held.append(stack.enter_context(_connect(short_server)))
+            held.extend(stack.enter_context(_connect(short_server)) for _ in range(10))
             if not _wait_for(lambda c=count: _descriptors(worker) >= c + 10, within=2):
                 break
         _quiet_while_short(short_server, worker, lines_before)
@@ -488,8 +486,7 @@ def test_out_of_file_descriptors_the_worker_pauses_accepting(
             held.append(sock)
             assert _wait_for(lambda c=count: _descriptors(worker) >= c + 2, within=5), \
                 "a half-sent body did not take a socket and a file"
-        for _ in range(6):
-            held.append(stack.enter_context(_connect(short_server)))
+        held.extend(stack.enter_context(_connect(short_server)) for _ in range(6))
         _quiet_while_short(short_server, worker, lines_before)
         log = short_server.log_path.read_text(errors="replace")
         assert "out of file descriptors" in log

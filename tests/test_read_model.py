@@ -129,7 +129,7 @@ def test_requests_are_answered_while_the_check_loads(client, database, monkeypat
     from allotment.candidates import model as model_module
 
     query = "resources=VCPU:1"
-    providers, model, expected = _model_answering(client, database, query)
+    providers, model, _ = _model_answering(client, database, query)
     loading, release = threading.Event(), threading.Event()
     real_load = model_module.load
 

@@ -7,6 +7,7 @@ refusal of the HTTP layer itself is a Placement error with a request id.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 from collections.abc import Iterator
@@ -49,10 +50,9 @@ def test_held_connections_do_not_stop_answers(server: live.LiveServer) -> None:
 def _raw(server: live.LiveServer, data: bytes) -> tuple[str, dict[str, str], bytes]:
     host, port = slow_clients._address(server.url)
     with socket.create_connection((host, port), timeout=10) as sock:
-        try:
+        # The server may answer and close before reading it all.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             sock.sendall(data)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the server answered and closed before reading it all
         answer = b""
         try:
             while chunk := sock.recv(65536):

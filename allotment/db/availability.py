@@ -29,6 +29,7 @@ from collections.abc import Callable
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
+from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import DBAPIError
 
 from allotment.db import errors
@@ -76,7 +77,8 @@ def install(engine: Engine) -> None:
     (``pool_pre_ping``).
     """
     @event.listens_for(engine, "reset")
-    def _reset(dbapi_connection, _record, state: sa.pool.PoolResetState) -> None:
+    def _reset(dbapi_connection: DBAPIConnection, _record: sa.pool.ConnectionPoolEntry,
+               state: sa.pool.PoolResetState) -> None:
         if state.transaction_was_reset or not state.asyncio_safe:
             return  # what SQLAlchemy's own reset-on-return skips too
         try:

@@ -31,6 +31,7 @@ from collections.abc import Iterator
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
@@ -107,7 +108,7 @@ def create_engine(url: str | URL, *, sqlite_synchronous: bool = True,
 
 def _configure_postgresql(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn, _record) -> None:
+    def _on_connect(dbapi_conn: DBAPIConnection, _record: sa.pool.ConnectionPoolEntry) -> None:
         # No JIT: on a freshly loaded database (no statistics yet) the planner's
         # estimates for the candidate statements exceed jit_above_cost, and
         # compiling took 365 of a 384 ms provider-summary statement at 10,000
@@ -120,7 +121,7 @@ def _configure_postgresql(engine: Engine) -> None:
 
 def _configure_mysql(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn, _record) -> None:
+    def _on_connect(dbapi_conn: DBAPIConnection, _record: sa.pool.ConnectionPoolEntry) -> None:
         # GROUP_CONCAT (provider summaries) silently truncates at 1024 bytes
         # by default; a provider's trait list can be longer.
         cursor = dbapi_conn.cursor()
@@ -130,7 +131,7 @@ def _configure_mysql(engine: Engine) -> None:
 
 def _configure_sqlite(engine: Engine, synchronous: bool) -> None:
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn, _record) -> None:
+    def _on_connect(dbapi_conn: DBAPIConnection, _record: sa.pool.ConnectionPoolEntry) -> None:
         # Take transaction control from the driver so that BEGIN is ours.
         dbapi_conn.isolation_level = None
         cursor = dbapi_conn.cursor()

@@ -24,6 +24,7 @@ The database layer and the domain read the types, never ``exc.orig``:
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 import sqlalchemy as sa
@@ -259,10 +260,9 @@ def meaning(exc: BaseException | None) -> DriverError | None:
 
 
 def _remember(exc: BaseException, classified: DriverError | None) -> None:
-    try:
+    # An exception type with __slots__ keeps nothing: classify again next time.
+    with contextlib.suppress(AttributeError):
         setattr(exc, _MEANING, classified)
-    except AttributeError:  # an exception type with __slots__: classify again next time
-        pass
 
 
 def driver_exception(exc: DBAPIError) -> BaseException | None:

@@ -31,7 +31,7 @@ def sync(engine: Engine, attempts: int = 5) -> None:
                 _sync_classes(conn)
                 _sync_traits(conn)
             return
-        except IntegrityError:
+        except IntegrityError:  # noqa: PERF203 - a retry loop: the try is the point
             if attempt == attempts - 1:
                 raise
 

@@ -6,6 +6,8 @@ bumped; before, writes leave the generation alone.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import falcon
 
 from allotment.handlers.base import GENERATION_CHANGED, Resource
@@ -30,7 +32,7 @@ def _send(req: Request, resp: falcon.Response, generation: int,
 
 
 class ProviderAggregates(Resource):
-    operations = {
+    operations: ClassVar[dict[str, Operation]] = {
         "GET": Operation(
             "List a provider's aggregates", (ok(200, r.AGGREGATES),),
             rule="placement:resource_providers:aggregates:list", since="aggregates",

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import falcon
 import orjson
+from oslo_config import cfg
 
 from allotment import errors
 from allotment.candidates import engine
@@ -185,7 +186,7 @@ def parse_request(q: Query, version: Version) -> CandidateRequest:
     )
 
 
-def settings_from_conf(conf) -> Settings:
+def settings_from_conf(conf: cfg.ConfigOpts) -> Settings:
     placement = conf.placement
     return Settings(randomize=placement.randomize_allocation_candidates,
                     max_candidates=placement.max_allocation_candidates,
@@ -274,7 +275,7 @@ def render_body(version: Version, request: CandidateRequest, result: engine.Resu
 
 class AllocationCandidates(Resource):
     # ``parse_request`` validates the query string with ``query`` (as explain's does).
-    operations = {
+    operations: ClassVar[dict[str, Operation]] = {
         "GET": Operation(
             "List allocation candidates", (ok(200, r.ALLOCATION_CANDIDATES),),
             rule="placement:allocation_candidates:list", since="allocation_candidates",

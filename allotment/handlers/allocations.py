@@ -7,6 +7,8 @@ transaction (retried in a fresh one when it loses a race).
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import falcon
 from oslo_config import cfg
 
@@ -81,7 +83,7 @@ def consumer_body(req: Request, found: allocations.ConsumerAllocations | None) -
 class Allocations(Resource):
     """POST /allocations: claims for several consumers, all or nothing."""
 
-    operations = {
+    operations: ClassVar[dict[str, Operation]] = {
         "POST": Operation(
             "Write the allocations of several consumers at once", (ok(204, NO_BODY),),
             rule="placement:allocations:manage", since="post_allocations",
@@ -104,7 +106,7 @@ class Allocations(Resource):
 
 
 class ConsumerAllocations(Resource):
-    operations = {
+    operations: ClassVar[dict[str, Operation]] = {
         "GET": Operation(
             "List a consumer's allocations", (ok(200, r.CONSUMER_ALLOCATIONS),),
             rule="placement:allocations:list", path_params=CONSUMER_PARAM),

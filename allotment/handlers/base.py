@@ -81,7 +81,7 @@ class Resource:
             raise LookupError(f"{type(self).__name__} declares no {req.method} query")
         return query(req.context.version)
 
-    def on_options(self, req: Request, resp: falcon.Response, **_params) -> None:
+    def on_options(self, req: Request, resp: falcon.Response, **_params: str) -> None:
         # Upstream answers OPTIONS (outside CORS preflight) as a wrong method.
         raise falcon.HTTPMethodNotAllowed(self.allowed_methods())
 

@@ -11,6 +11,7 @@ paths do (404). The SQL is in ``allotment.ledger.overview``.
 from __future__ import annotations
 
 import abc
+from typing import ClassVar
 
 import falcon
 
@@ -100,7 +101,7 @@ class Providers(DashboardResource):
     """Provider trees, a page at a time: ``limit``, ``offset``, ``q`` (name part or
     uuid), ``roots`` (comma-separated root uuids)."""
 
-    operations = {"GET": _operation(
+    operations: ClassVar[dict[str, Operation]] = {"GET": _operation(
         "provider trees, a page at a time, each provider with its inventories (capacity, "
         "used), traits, aggregates and first children", r.DASHBOARD_PROVIDERS,
         policy.DASHBOARD_PROVIDERS, query_string=PROVIDERS_QUERY)}
@@ -120,7 +121,7 @@ class ProviderChildren(DashboardResource):
     """A provider's children, a page at a time (``limit``, ``offset``): the rest of a
     tree too wide to come whole with its root."""
 
-    operations = {"GET": _operation(
+    operations: ClassVar[dict[str, Operation]] = {"GET": _operation(
         "a provider's children, a page at a time, each with its descendants",
         r.DASHBOARD_CHILDREN, policy.DASHBOARD_PROVIDERS, query_string=PAGE_QUERY,
         path_params=UUID_PARAM)}
@@ -137,7 +138,7 @@ class Summary(DashboardResource):
     """Counts, totals per class, the ``limit`` fullest and emptiest providers (of
     ``resource_class`` only, when given)."""
 
-    operations = {"GET": _operation(
+    operations: ClassVar[dict[str, Operation]] = {"GET": _operation(
         "counts, totals per resource class, the fullest and emptiest providers",
         r.DASHBOARD_SUMMARY, policy.DASHBOARD_USAGES, query_string=SUMMARY_QUERY)}
 
@@ -150,7 +151,7 @@ class Summary(DashboardResource):
 class Projects(DashboardResource):
     """Usage per project, a page of projects at a time (``limit``, ``offset``)."""
 
-    operations = {"GET": _operation(
+    operations: ClassVar[dict[str, Operation]] = {"GET": _operation(
         "usage per project, a page of projects at a time", r.DASHBOARD_PROJECTS,
         policy.DASHBOARD_USAGES, query_string=PAGE_QUERY)}
 
@@ -165,7 +166,7 @@ class Projects(DashboardResource):
 class ConsumerTypes(DashboardResource):
     """The whole cloud's usage per consumer type."""
 
-    operations = {"GET": _operation(
+    operations: ClassVar[dict[str, Operation]] = {"GET": _operation(
         "the whole cloud's usage per consumer type", r.DASHBOARD_CONSUMER_TYPES,
         policy.DASHBOARD_USAGES)}
 
@@ -177,7 +178,7 @@ class ConsumerTypes(DashboardResource):
 class Consumer(DashboardResource):
     """One consumer's allocations, per provider with names (empty when it holds none)."""
 
-    operations = {"GET": _operation(
+    operations: ClassVar[dict[str, Operation]] = {"GET": _operation(
         "one consumer's allocations, per provider with names (none: empty allocations)",
         r.DASHBOARD_CONSUMER, policy.DASHBOARD_USAGES, path_params=CONSUMER_PARAM)}
 

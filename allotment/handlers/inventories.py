@@ -7,6 +7,7 @@ clients and operators look for these phrases.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import ClassVar
 
 import falcon
 
@@ -76,7 +77,7 @@ def _missing_provider(uuid: str) -> Callable[[ProviderNotFound], str]:
 
 
 class ProviderInventories(Resource):
-    operations = {
+    operations: ClassVar[dict[str, Operation]] = {
         "GET": Operation(
             "List a provider's inventories", (ok(200, r.INVENTORIES),),
             rule="placement:resource_providers:inventories:list", path_params=UUID_PARAM),
@@ -145,7 +146,7 @@ class ProviderInventories(Resource):
 
 
 class ProviderInventory(Resource):
-    operations = {
+    operations: ClassVar[dict[str, Operation]] = {
         "GET": Operation(
             "Show one inventory", (ok(200, r.INVENTORY),),
             rule="placement:resource_providers:inventories:show",

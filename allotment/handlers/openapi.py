@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
+from typing import ClassVar
 
 import falcon
 
@@ -32,7 +33,7 @@ def _document(routes: RouteTable) -> bytes:
 
 
 class OpenAPIDocument(Resource):
-    operations = {
+    operations: ClassVar[dict[str, Operation]] = {
         "GET": Operation("This OpenAPI document (no token needed)", (ok(200, r.OPENAPI),)),
     }
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import falcon
 
 from allotment.handlers.base import Resource
@@ -15,7 +17,7 @@ from allotment.schemas import responses as r
 
 
 class ProviderAllocations(Resource):
-    operations = {
+    operations: ClassVar[dict[str, Operation]] = {
         "GET": Operation(
             "List the allocations against a provider", (ok(200, r.PROVIDER_ALLOCATIONS),),
             rule="placement:resource_providers:allocations:list", path_params=UUID_PARAM),

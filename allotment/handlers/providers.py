@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
+from typing import ClassVar
+
 import falcon
 
 from allotment.handlers.base import Resource
@@ -51,12 +54,12 @@ def provider_body(req: Request, provider: providers.Provider) -> dict:
     return body
 
 
-def _last_modified(items: list[providers.Provider]):
+def _last_modified(items: list[providers.Provider]) -> datetime.datetime:
     return render.newest(p.updated_at or p.created_at for p in items)
 
 
 class ProviderCollection(Resource):
-    operations = {
+    operations: ClassVar[dict[str, Operation]] = {
         "GET": Operation(
             "List resource providers", (ok(200, r.PROVIDERS),),
             rule="placement:resource_providers:list", query=schemas.list_schema),
@@ -109,7 +112,7 @@ class ProviderCollection(Resource):
 
 
 class Provider(Resource):
-    operations = {
+    operations: ClassVar[dict[str, Operation]] = {
         "GET": Operation(
             "Show a resource provider", (ok(200, r.PROVIDER),),
             rule="placement:resource_providers:show", path_params=UUID_PARAM),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import falcon
 
 from allotment.handlers.allocations import claim_from_body
@@ -17,7 +19,7 @@ from allotment.schemas import reshaper as schemas
 
 
 class Reshaper(Resource):
-    operations = {
+    operations: ClassVar[dict[str, Operation]] = {
         "POST": Operation(
             "Move inventories and allocations between providers at once", (ok(204, NO_BODY),),
             rule="placement:reshaper:reshape", since="reshaper", refusals=WRITE_REFUSALS,

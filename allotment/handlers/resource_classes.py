@@ -6,6 +6,9 @@ from 1.7 it creates the class named in the URL if needed (no body).
 
 from __future__ import annotations
 
+import datetime
+from typing import ClassVar
+
 import falcon
 
 from allotment.handlers.base import Resource
@@ -32,12 +35,12 @@ def _class_body(req: Request, rc: resource_classes.ResourceClass) -> dict:
     return {"name": rc.name, "links": [{"rel": "self", "href": _class_path(req, rc.name)}]}
 
 
-def _modified(rc: resource_classes.ResourceClass):
+def _modified(rc: resource_classes.ResourceClass) -> datetime.datetime | None:
     return rc.updated_at or rc.created_at
 
 
 class ResourceClassCollection(Resource):
-    operations = {
+    operations: ClassVar[dict[str, Operation]] = {
         "GET": Operation(
             "List resource classes", (ok(200, r.RESOURCE_CLASSES),),
             rule="placement:resource_classes:list", since="resource_classes"),
@@ -71,7 +74,7 @@ class ResourceClassCollection(Resource):
 
 
 class ResourceClass(Resource):
-    operations = {
+    operations: ClassVar[dict[str, Operation]] = {
         "GET": Operation(
             "Show a resource class", (ok(200, r.RESOURCE_CLASS),),
             rule="placement:resource_classes:show", since="resource_classes",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import falcon
 
 from allotment.handlers.base import Resource
@@ -12,7 +14,8 @@ from allotment.schemas import responses as r
 
 
 class Root(Resource):
-    operations = {"GET": Operation("Version discovery (no token needed)", (ok(200, r.ROOT),))}
+    operations: ClassVar[dict[str, Operation]] = {
+        "GET": Operation("Version discovery (no token needed)", (ok(200, r.ROOT),))}
 
     def on_get(self, req: Request, resp: falcon.Response) -> None:
         body = {"versions": [{

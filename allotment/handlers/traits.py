@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import datetime
+from typing import Any, ClassVar
 
 import falcon
 
@@ -39,7 +40,7 @@ def _traits_body(found: list[traits.Trait]) -> dict:
     return {"traits": [trait.name for trait in found]}
 
 
-def _last_modified(found: list[traits.Trait]):
+def _last_modified(found: list[traits.Trait]) -> datetime.datetime:
     return render.newest(trait.modified for trait in found)
 
 
@@ -58,7 +59,7 @@ def _name_filter(value: str) -> dict[str, Any]:
 
 
 class TraitCollection(Resource):
-    operations = {
+    operations: ClassVar[dict[str, Operation]] = {
         "GET": Operation(
             "List traits", (ok(200, r.TRAITS),), rule="placement:traits:list",
             since="traits", query=lambda v: schemas.LIST),
@@ -85,7 +86,7 @@ class TraitCollection(Resource):
 
 
 class Trait(Resource):
-    operations = {
+    operations: ClassVar[dict[str, Operation]] = {
         "GET": Operation(
             "Check that a trait exists", (ok(204, NO_BODY),), rule="placement:traits:show",
             since="traits", path_params=NAME_PARAM),
@@ -132,7 +133,7 @@ class Trait(Resource):
 
 
 class ProviderTraits(Resource):
-    operations = {
+    operations: ClassVar[dict[str, Operation]] = {
         "GET": Operation(
             "List a provider's traits", (ok(200, r.PROVIDER_TRAITS),),
             rule="placement:resource_providers:traits:list", since="traits",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import falcon
 
@@ -19,7 +19,7 @@ from allotment.schemas import usages as schemas
 
 
 class ProviderUsages(Resource):
-    operations = {
+    operations: ClassVar[dict[str, Operation]] = {
         "GET": Operation(
             "Show a provider's usages", (ok(200, r.PROVIDER_USAGES),),
             rule="placement:resource_providers:usages", path_params=UUID_PARAM),
@@ -36,7 +36,7 @@ class ProviderUsages(Resource):
 
 
 class Usages(Resource):
-    operations = {
+    operations: ClassVar[dict[str, Operation]] = {
         "GET": Operation(
             "Show a project's (and user's) usages", (ok(200, r.USAGES),),
             rule="placement:usages", since="usages", query=schemas.list_schema),

@@ -11,7 +11,7 @@ from allotment.http.microversion import Version
 class RequestContext:
     """Filled by ``PlacementMiddleware`` before any handler runs."""
 
-    __slots__ = ("request_id", "identity", "negotiated", "bare_error", "max_json_depth")
+    __slots__ = ("bare_error", "identity", "max_json_depth", "negotiated", "request_id")
 
     def __init__(self) -> None:
         self.request_id: str | None = None

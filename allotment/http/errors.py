@@ -23,7 +23,7 @@ import falcon
 from allotment import errors, metrics
 from allotment.db.availability import DatabaseUnavailable
 from allotment.http.context import Request
-from allotment.http.microversion import MAX, MIN
+from allotment.http.microversion import MAX, MIN, Version
 from allotment.http.request import accept_ranges
 from allotment.ledger import errors as ledger
 
@@ -156,7 +156,7 @@ def _preferred_error_type(accept: str | None) -> str:
 
 
 def error_body(status: int, title: str, detail: str, code: str,
-               request_id: str | None, version, with_range: bool) -> dict:
+               request_id: str | None, version: Version | None, with_range: bool) -> dict:
     entry: dict = {"status": status, "title": title, "detail": detail}
     if version is not None and version.has("error_codes"):
         entry["code"] = code
@@ -227,7 +227,7 @@ def write_error(req: Request, resp: falcon.Response, status: int, message: str,
 def handle_exception(req: Request, resp: falcon.Response, ex: Exception,
                      params: dict) -> None:
     """Falcon error handler for everything raised while serving a request."""
-    if isinstance(ex, _UNCAUGHT_UPSTREAM) or isinstance(ex, errors.Forbidden):
+    if isinstance(ex, (*_UNCAUGHT_UPSTREAM, errors.Forbidden)):
         req.context.bare_error = True
     if isinstance(ex, ledger.LedgerError):
         ex = refusal(ex)

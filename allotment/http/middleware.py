@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import falcon
+from oslo_config import cfg
 
 from allotment import errors
 from allotment.http import microversion
@@ -31,7 +32,7 @@ class RequestLimits:
     max_json_depth: int = 32
 
     @classmethod
-    def from_conf(cls, conf) -> RequestLimits:
+    def from_conf(cls, conf: cfg.ConfigOpts) -> RequestLimits:
         opts = conf.allotment
         return cls(max_request_body_size=opts.max_request_body_size,
                    max_query_string_length=opts.max_query_string_length,
@@ -88,7 +89,7 @@ class PlacementMiddleware:
             if accept and accept.strip() != "*/*" and not accepts_json(accept):
                 raise errors.NotAcceptable("Only application/json is provided")
 
-    def process_response(self, req: Request, resp: falcon.Response, resource,
+    def process_response(self, req: Request, resp: falcon.Response, resource: object,
                          req_succeeded: bool) -> None:
         version = req.context.negotiated
         if version is not None:

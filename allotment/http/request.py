@@ -184,7 +184,7 @@ def json_body(req: Request, schema: Mapping | None = None) -> Any:
         raise errors.BadRequest(f"Malformed JSON: {excerpt(str(exc))}") from None
     except RecursionError:
         data = None  # deeper than the parser goes: far deeper than the limit
-    if data is None and raw.strip() != b"null" or _nested_deeper_than(data, limit):
+    if (data is None and raw.strip() != b"null") or _nested_deeper_than(data, limit):
         raise errors.BadRequest(f"Malformed JSON: arrays and objects nest deeper than "
                                 f"{limit} levels") from None
     # NUL and lone surrogates can only come as \u escapes.

@@ -21,6 +21,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator
+from types import TracebackType
 
 import webob.exc
 from oslo_context import context as oslo_context
@@ -30,6 +31,7 @@ from allotment.http.environ import IDENTITY_ENVIRON, REQUEST_ID_ENVIRON
 LOG = logging.getLogger(__name__)
 
 WSGIApp = Callable[[dict, Callable], Iterable[bytes]]
+ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
 
 CONTEXT_ENVIRON = "allotment.log_context"
 
@@ -90,7 +92,8 @@ class RequestLog:
         environ[CONTEXT_ENVIRON] = context
         response = _Response()
 
-        def _start(status: str, headers: list[tuple[str, str]], exc_info=None):
+        def _start(status: str, headers: list[tuple[str, str]],
+                   exc_info: ExcInfo | None = None) -> Callable[[bytes], object]:
             response.record(status, headers)
             return start_response(status, headers, exc_info)
 

@@ -272,48 +272,73 @@ def list_providers(conn: sa.Connection, q: ProviderQuery) -> list[Provider]:
         if tree is None:
             return []
         sel = sel.where(_rp.c.root_provider_id == tree.root_id)
-    rpt = t.resource_provider_traits
     if q.required:
-        names = q.required.names()
-        ids = trait_ids(conn, names)
-        missing = names - set(ids)
-        if missing:
-            raise UnknownTraits(missing)
-        for group in q.required.required:
-            sel = sel.where(_rp.c.id.in_(
-                sa.select(rpt.c.resource_provider_id)
-                .where(rpt.c.trait_id.in_([ids[n] for n in group]))))
-        if q.required.forbidden:
-            sel = sel.where(_rp.c.id.not_in(
-                sa.select(rpt.c.resource_provider_id)
-                .where(rpt.c.trait_id.in_([ids[n] for n in q.required.forbidden]))))
-    rpa = t.resource_provider_aggregates
+        sel = _with_traits(conn, sel, q.required)
     if q.member_of:
-        all_uuids = set(q.member_of.forbidden)
-        for group in q.member_of.required:
-            all_uuids |= group
-        agg_map = aggregate_ids(conn, all_uuids)
-        for group in q.member_of.required:
-            agg_ids = [agg_map[u] for u in group if u in agg_map]
-            if not agg_ids:
-                return []
-            sel = sel.where(_rp.c.id.in_(
-                sa.select(rpa.c.resource_provider_id).where(rpa.c.aggregate_id.in_(agg_ids))))
-        forbidden_ids = [agg_map[u] for u in q.member_of.forbidden if u in agg_map]
-        if forbidden_ids:
-            sel = sel.where(_rp.c.id.not_in(
-                sa.select(rpa.c.resource_provider_id)
-                .where(rpa.c.aggregate_id.in_(forbidden_ids))))
+        in_aggregates = _with_aggregates(conn, sel, q.member_of)
+        if in_aggregates is None:
+            return []
+        sel = in_aggregates
     if q.resources:
-        rc_map = class_ids(conn, list(q.resources))
-        for name in q.resources:
-            if name not in rc_map:
-                raise UnknownResourceClass(name)
-        for name, amount in q.resources.items():
-            inv = t.inventories.alias()
-            fits = (sa.select(inv.c.resource_provider_id)
-                    .where(inv.c.resource_class_id == rc_map[name],
-                           *capacity.room_for(inv, capacity.requestable(amount))))
-            sel = sel.where(_rp.c.id.in_(fits))
+        sel = _with_resources(conn, sel, q.resources)
     sel = sel.order_by(_rp.c.id)
     return [_to_provider(row) for row in conn.execute(sel)]
+
+
+def _with_traits(conn: sa.Connection, sel: sa.Select, required: TraitFilter) -> sa.Select:
+    """``sel`` narrowed to providers with the required traits and none of the forbidden."""
+    rpt = t.resource_provider_traits
+    names = required.names()
+    ids = trait_ids(conn, names)
+    missing = names - set(ids)
+    if missing:
+        raise UnknownTraits(missing)
+    for group in required.required:
+        sel = sel.where(_rp.c.id.in_(
+            sa.select(rpt.c.resource_provider_id)
+            .where(rpt.c.trait_id.in_([ids[n] for n in group]))))
+    if required.forbidden:
+        sel = sel.where(_rp.c.id.not_in(
+            sa.select(rpt.c.resource_provider_id)
+            .where(rpt.c.trait_id.in_([ids[n] for n in required.forbidden]))))
+    return sel
+
+
+def _with_aggregates(conn: sa.Connection, sel: sa.Select,
+                     member_of: AggregateFilter) -> sa.Select | None:
+    """``sel`` narrowed to members of each required group of aggregates and of
+    none of the forbidden ones; None when a required group names no aggregate
+    that exists (nothing can match)."""
+    rpa = t.resource_provider_aggregates
+    all_uuids = set(member_of.forbidden)
+    for group in member_of.required:
+        all_uuids |= group
+    agg_map = aggregate_ids(conn, all_uuids)
+    for group in member_of.required:
+        agg_ids = [agg_map[u] for u in group if u in agg_map]
+        if not agg_ids:
+            return None
+        sel = sel.where(_rp.c.id.in_(
+            sa.select(rpa.c.resource_provider_id).where(rpa.c.aggregate_id.in_(agg_ids))))
+    forbidden_ids = [agg_map[u] for u in member_of.forbidden if u in agg_map]
+    if forbidden_ids:
+        sel = sel.where(_rp.c.id.not_in(
+            sa.select(rpa.c.resource_provider_id)
+            .where(rpa.c.aggregate_id.in_(forbidden_ids))))
+    return sel
+
+
+def _with_resources(conn: sa.Connection, sel: sa.Select,
+                    resources: dict[str, int]) -> sa.Select:
+    """``sel`` narrowed to providers with room for each amount of ``resources``."""
+    rc_map = class_ids(conn, list(resources))
+    for name in resources:
+        if name not in rc_map:
+            raise UnknownResourceClass(name)
+    for name, amount in resources.items():
+        inv = t.inventories.alias()
+        fits = (sa.select(inv.c.resource_provider_id)
+                .where(inv.c.resource_class_id == rc_map[name],
+                       *capacity.room_for(inv, capacity.requestable(amount))))
+        sel = sel.where(_rp.c.id.in_(fits))
+    return sel

@@ -58,7 +58,7 @@ BROKEN_TRIGGER_RETRIES = 8
 WRITE_RETRIES = 5
 
 
-__all__ = ["Race", "RetriesExhausted", "RetryObserver", "WRITE_RETRIES", "attempts",
+__all__ = ["WRITE_RETRIES", "Race", "RetriesExhausted", "RetryObserver", "attempts",
            "run_write"]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -70,7 +71,7 @@ def for_project_by_type(conn: sa.Connection, project_id: str, user_id: str | Non
             sel = sel.where(ct.c.name == consumer_type)
         return sel if lump else sel.group_by(type_name)
 
-    def key(row) -> tuple[str, tuple]:
+    def key(row: sa.Row[Any]) -> tuple[str, tuple[Any, ...]]:
         return (ALL_TYPES, tuple(row)) if lump else (row[0], tuple(row[1:]))
 
     counts = dict(key(row) for row in conn.execute(

@@ -1,5 +1,6 @@
 """JSON Schemas for the GET /allocation_candidates query string, by version."""
 
+from allotment.http.microversion import Version
 from allotment.schemas.common import GROUP_PATTERN, GROUP_PATTERN_1_33, extend
 
 STRING = {"type": "string"}
@@ -57,7 +58,7 @@ _BY_FACT = (
 )
 
 
-def query_schema(version) -> dict:
+def query_schema(version: Version) -> dict:
     for fact, schema in _BY_FACT:
         if version.has(fact):
             return schema

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from allotment.http.microversion import Version
 from allotment.schemas.common import (
     CONSUMER_TYPE_PATTERN,
     GROUP_PATTERN_1_33,
@@ -140,7 +141,7 @@ POST_1_34 = by_consumer(PUT_1_34)
 POST_1_38 = by_consumer(PUT_1_38)
 
 
-def put_schema(version) -> dict:
+def put_schema(version: Version) -> dict:
     for fact, schema in (("consumer_types", PUT_1_38), ("mappings", PUT_1_34),
                          ("consumer_generation", PUT_1_28),
                          ("allocations_dict_format", PUT_1_12),
@@ -150,7 +151,7 @@ def put_schema(version) -> dict:
     return PUT_1_0
 
 
-def post_schema(version) -> dict:
+def post_schema(version: Version) -> dict:
     for fact, schema in (("consumer_types", POST_1_38), ("mappings", POST_1_34),
                          ("consumer_generation", POST_1_28)):
         if version.has(fact):

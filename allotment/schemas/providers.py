@@ -1,5 +1,6 @@
 """JSON Schemas for resource provider bodies and list queries, by version."""
 
+from allotment.http.microversion import Version
 from allotment.schemas.common import NULLABLE_UUID, extend, without
 
 CREATE = {
@@ -29,7 +30,7 @@ LIST_1_14 = extend(LIST_1_4, in_tree={"type": "string", "format": "uuid"})
 LIST_1_18 = extend(LIST_1_14, required={"type": "string"})
 
 
-def list_schema(version) -> dict:
+def list_schema(version: Version) -> dict:
     for minor, schema in ((18, LIST_1_18), (14, LIST_1_14), (4, LIST_1_4), (3, LIST_1_3)):
         if version.at_least(minor):
             return schema

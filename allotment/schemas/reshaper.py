@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from allotment.http.microversion import Version
 from allotment.schemas import allocations, inventories
 from allotment.schemas.common import UUID_PATTERN
 
@@ -30,7 +31,7 @@ RESHAPE_1_34 = _reshape(allocations.PUT_1_34)
 RESHAPE_1_38 = _reshape(allocations.PUT_1_38)
 
 
-def reshape_schema(version) -> dict:
+def reshape_schema(version: Version) -> dict:
     if version.has("consumer_types"):
         return RESHAPE_1_38
     if version.has("mappings"):

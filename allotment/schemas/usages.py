@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from allotment.http.microversion import Version
 from allotment.schemas.common import CONSUMER_TYPE_GET_PATTERN, extend
 
 _EXTERNAL_ID = {"type": "string", "minLength": 1, "maxLength": 255}
@@ -20,5 +21,5 @@ LIST_1_38 = extend(LIST_1_9, consumer_type={
 })
 
 
-def list_schema(version) -> dict:
+def list_schema(version: Version) -> dict:
     return LIST_1_38 if version.has("consumer_types") else LIST_1_9

@@ -75,13 +75,19 @@ def start(workdir: Path, database_url: str | None = None, workers: int = 2,
             preexec_fn=limit_open_files if open_files is not None else None)
     server = LiveServer(f"http://127.0.0.1:{port}", process, log_path)
     deadline = time.monotonic() + ready_timeout
-    while True:
-        try:
-            with urllib.request.urlopen(server.url + "/", timeout=2):
-                return server
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                server.stop()
-                raise RuntimeError("allotment serve did not start:\n"
-                                   + log_path.read_text(errors="replace")) from None
-            time.sleep(0.2)
+    while not _answers(server.url + "/"):
+        if process.poll() is not None or time.monotonic() > deadline:
+            server.stop()
+            raise RuntimeError("allotment serve did not start:\n"
+                               + log_path.read_text(errors="replace"))
+        time.sleep(0.2)
+    return server
+
+
+def _answers(url: str) -> bool:
+    """Whether ``url`` answers (a connection refused or an error status: not yet)."""
+    try:
+        with urllib.request.urlopen(url, timeout=2):
+            return True
+    except OSError:
+        return False

@@ -244,55 +244,67 @@ def diff_paths(a: Any, b: Any, path: str = "body") -> list[tuple[str, Any, Any]]
     compared field by field; ``[-]`` / ``[+]`` are members only upstream / only ours.
     """
     if isinstance(a, dict) and isinstance(b, dict):
-        found: list[tuple[str, Any, Any]] = []
-        for key in sorted(set(a) | set(b), key=str):
-            sub = f"{path}.{key}"
-            if key not in a or key not in b:
-                found.append((sub, a.get(key, "<absent>"), b.get(key, "<absent>")))
-            else:
-                found.extend(diff_paths(a[key], b[key], sub))
-        return found
+        return _diff_dicts(a, b, path)
     if isinstance(a, list) and isinstance(b, list):
-        if sorted(map(_canon, a)) == sorted(map(_canon, b)):
-            return []
-        ids_a = [_ident(x) for x in a]
-        ids_b = [_ident(x) for x in b]
-        named = (None not in ids_a and None not in ids_b and len(set(ids_a)) == len(a)
-                 and len(set(ids_b)) == len(b))
-        found = []
-        if named:
-            by_a = dict(zip(ids_a, a, strict=True))
-            by_b = dict(zip(ids_b, b, strict=True))
-            for ident in sorted(set(by_a) | set(by_b), key=str):
-                if ident not in by_b:
-                    found.append((f"{path}[-]", by_a[ident], "<absent>"))
-                elif ident not in by_a:
-                    found.append((f"{path}[+]", "<absent>", by_b[ident]))
-                else:
-                    found.extend(diff_paths(by_a[ident], by_b[ident], f"{path}[{ident}]"))
-            return found
-        counts_b: dict[str, int] = {}
-        for item in b:
-            counts_b[_canon(item)] = counts_b.get(_canon(item), 0) + 1
-        only_a = []
-        for item in a:
-            if counts_b.get(_canon(item), 0):
-                counts_b[_canon(item)] -= 1
-            else:
-                only_a.append(item)
-        counts_a: dict[str, int] = {}
-        for item in a:
-            counts_a[_canon(item)] = counts_a.get(_canon(item), 0) + 1
-        only_b = []
-        for item in b:
-            if counts_a.get(_canon(item), 0):
-                counts_a[_canon(item)] -= 1
-            else:
-                only_b.append(item)
-        if len(only_a) == len(only_b) == 1:
-            return diff_paths(only_a[0], only_b[0], f"{path}[*]")
-        return [(f"{path}[members]", only_a, only_b)]
+        return _diff_lists(a, b, path)
     return [] if a == b else [(path, a, b)]
+
+
+def _diff_dicts(a: dict, b: dict, path: str) -> list[tuple[str, Any, Any]]:
+    """Keys in only one of them, and the differences under the keys in both."""
+    found: list[tuple[str, Any, Any]] = []
+    for key in sorted(set(a) | set(b), key=str):
+        sub = f"{path}.{key}"
+        if key not in a or key not in b:
+            found.append((sub, a.get(key, "<absent>"), b.get(key, "<absent>")))
+        else:
+            found.extend(diff_paths(a[key], b[key], sub))
+    return found
+
+
+def _diff_lists(a: list, b: list, path: str) -> list[tuple[str, Any, Any]]:
+    """Two lists as multisets: paired by name when every member has a distinct one."""
+    if sorted(map(_canon, a)) == sorted(map(_canon, b)):
+        return []
+    ids_a = [_ident(x) for x in a]
+    ids_b = [_ident(x) for x in b]
+    named = (None not in ids_a and None not in ids_b and len(set(ids_a)) == len(a)
+             and len(set(ids_b)) == len(b))
+    if named:
+        return _diff_named(dict(zip(ids_a, a, strict=True)), dict(zip(ids_b, b, strict=True)),
+                           path)
+    only_a = _unmatched(a, b)
+    only_b = _unmatched(b, a)
+    if len(only_a) == len(only_b) == 1:
+        return diff_paths(only_a[0], only_b[0], f"{path}[*]")
+    return [(f"{path}[members]", only_a, only_b)]
+
+
+def _diff_named(by_a: dict, by_b: dict, path: str) -> list[tuple[str, Any, Any]]:
+    """Members paired by name: ``[-]`` only in a, ``[+]`` only in b, else their differences."""
+    found: list[tuple[str, Any, Any]] = []
+    for ident in sorted(set(by_a) | set(by_b), key=str):
+        if ident not in by_b:
+            found.append((f"{path}[-]", by_a[ident], "<absent>"))
+        elif ident not in by_a:
+            found.append((f"{path}[+]", "<absent>", by_b[ident]))
+        else:
+            found.extend(diff_paths(by_a[ident], by_b[ident], f"{path}[{ident}]"))
+    return found
+
+
+def _unmatched(items: list, others: list) -> list:
+    """The members of ``items`` left once each is paired with an equal one of ``others``."""
+    counts: dict[str, int] = {}
+    for item in others:
+        counts[_canon(item)] = counts.get(_canon(item), 0) + 1
+    left = []
+    for item in items:
+        if counts.get(_canon(item), 0):
+            counts[_canon(item)] -= 1
+        else:
+            left.append(item)
+    return left
 
 
 def route_of(step: Step) -> str:
@@ -382,7 +394,7 @@ def compare(index: int, step: Step, up: dict[str, Any], ours: dict[str, Any]
                      for n in names]
             break
     if len(names) > 4:
-        names = names[:4] + ["..."]
+        names = [*names[:4], "..."]
     key = (f"{step.method} {route_of(step)} {up['status']}/{ours['status']} "
            f"{','.join(names)}")
     return Difference(index, step, key, fields, up, ours)
@@ -465,10 +477,16 @@ class Result:
         return "\n".join(lines)
 
 
+def _common_prefix_length(a: str, b: str) -> int:
+    """How many characters ``a`` and ``b`` share from their start."""
+    pairs = enumerate(zip(a, b, strict=False))
+    return next((i for i, (x, y) in pairs if x != y), min(len(a), len(b)))
+
+
 def _pair(a: Any, b: Any, limit: int = 300) -> tuple[str, str]:
     """Both values as text; long strings from a little before where they part."""
     if isinstance(a, str) and isinstance(b, str) and max(len(a), len(b)) > limit:
-        common = len(os.path.commonprefix([a, b]))
+        common = _common_prefix_length(a, b)
         start = max(0, common - 60)
         lead = "..." if start else ""
         return (lead + repr(a[start:start + limit]), lead + repr(b[start:start + limit]))

@@ -240,7 +240,7 @@ def _providers(b: Builder) -> dict[str, str]:
         "name=%FF%FE", "name=%C3%A9", "required=%FF",
     ]
     for query in queries:
-        b.at(b.sample(ALL, 6) + ["1.39"], "GET", "/resource_providers?" + query)
+        b.at([*b.sample(ALL, 6), "1.39"], "GET", "/resource_providers?" + query)
     # Updates.
     target = named["rp-1.1"]
     for version in around(14, 37, extra=(0, 20, 39)):
@@ -468,63 +468,69 @@ def _nested_inventory(b: Builder, rp: dict[str, str]) -> None:
               {"resource_provider_generation": f"$GEN{{{u}}}", "inventories": inventories})
 
 
+def _claim_replace_move(b: Builder, version: str, big: str, small: str, project: str,
+                        user: str) -> str:
+    """A new consumer's claim at ``version``, then (1.12+) its replacement over two
+    providers, its move to one and (1.28+) stale generations; the usages after."""
+    c = b.uuid()
+    minor = int(version.split(".")[1])
+    path = f"/allocations/{c}"
+    if minor < 12:
+        body: Any = {"allocations": [{"resource_provider": {"uuid": big},
+                                      "resources": {"VCPU": 1, "MEMORY_MB": 256}}]}
+    else:
+        body = {"allocations": {big: {"resources": {"VCPU": 1, "MEMORY_MB": 256}}}}
+    if minor >= 8:
+        body.update(project_id=project, user_id=user)
+    if minor >= 28:
+        body["consumer_generation"] = None
+    if minor >= 38:
+        body["consumer_type"] = "INSTANCE"
+    b.add("PUT", path, version, body)
+    b.add("GET", path, version)
+    b.add("GET", f"/resource_providers/{big}/allocations", version)
+    b.add("GET", f"/resource_providers/{big}", version)
+    b.add("GET", f"/resource_providers/{big}/usages", version)
+    # Replace it, spread over two providers.
+    if minor >= 12:
+        body2: Any = {"allocations": {big: {"resources": {"VCPU": 2}},
+                                      small: {"resources": {"MEMORY_MB": 512}}}}
+        body2.update(project_id=project, user_id=user)
+        if minor >= 28:
+            body2["consumer_generation"] = f"$CGEN{{{c}}}"
+        if minor >= 38:
+            body2["consumer_type"] = "MIGRATION"
+        b.add("PUT", path, version, body2)
+        b.add("GET", f"/resource_providers/{small}", version)
+        b.add("GET", f"/resource_providers/{big}", version)
+        b.add("GET", path, version)
+        # Move all of it to one provider: the other one is left.
+        body3 = dict(body2, allocations={small: {"resources": {"VCPU": 1}}})
+        if minor >= 28:
+            body3["consumer_generation"] = f"$CGEN{{{c}}}"
+        b.add("PUT", path, version, body3)
+        b.add("GET", f"/resource_providers/{small}", version)
+        b.add("GET", f"/resource_providers/{big}", version)
+        # Stale consumer generation.
+        if minor >= 28:
+            b.add("PUT", path, version, dict(body2, consumer_generation=99))
+            b.add("PUT", path, version, dict(body2, consumer_generation=None))
+    b.add("GET", "/usages?project_id=" + project, version)
+    b.add("GET", f"/usages?project_id={project}&user_id={user}", version)
+    if minor >= 38:
+        b.add("GET", f"/usages?project_id={project}&consumer_type=INSTANCE", version)
+        b.add("GET", f"/usages?project_id={project}&consumer_type=all", version)
+        b.add("GET", f"/usages?project_id={project}&consumer_type=unknown", version)
+        b.add("GET", f"/usages?project_id={project}&consumer_type=bad%20type", version)
+    return c
+
+
 def _allocations(b: Builder, rp: dict[str, str], classes: list[str]) -> list[str]:
     project, user = b.uuid(), b.uuid()
     big = rp["rp-1.10"]
     small = rp["rp-1.22"]
-    consumers: list[str] = []
-    for version in around(8, 12, 13, 28, 38, extra=(0, 11, 15, 23, 39)):
-        c = b.uuid()
-        consumers.append(c)
-        minor = int(version.split(".")[1])
-        path = f"/allocations/{c}"
-        if minor < 12:
-            body: Any = {"allocations": [{"resource_provider": {"uuid": big},
-                                          "resources": {"VCPU": 1, "MEMORY_MB": 256}}]}
-        else:
-            body = {"allocations": {big: {"resources": {"VCPU": 1, "MEMORY_MB": 256}}}}
-        if minor >= 8:
-            body.update(project_id=project, user_id=user)
-        if minor >= 28:
-            body["consumer_generation"] = None
-        if minor >= 38:
-            body["consumer_type"] = "INSTANCE"
-        b.add("PUT", path, version, body)
-        b.add("GET", path, version)
-        b.add("GET", f"/resource_providers/{big}/allocations", version)
-        b.add("GET", f"/resource_providers/{big}", version)
-        b.add("GET", f"/resource_providers/{big}/usages", version)
-        # Replace it, spread over two providers.
-        if minor >= 12:
-            body2: Any = {"allocations": {big: {"resources": {"VCPU": 2}},
-                                          small: {"resources": {"MEMORY_MB": 512}}}}
-            body2.update(project_id=project, user_id=user)
-            if minor >= 28:
-                body2["consumer_generation"] = f"$CGEN{{{c}}}"
-            if minor >= 38:
-                body2["consumer_type"] = "MIGRATION"
-            b.add("PUT", path, version, body2)
-            b.add("GET", f"/resource_providers/{small}", version)
-            b.add("GET", f"/resource_providers/{big}", version)
-            b.add("GET", path, version)
-            # Move all of it to one provider: the other one is left.
-            body3 = dict(body2, allocations={small: {"resources": {"VCPU": 1}}})
-            if minor >= 28:
-                body3["consumer_generation"] = f"$CGEN{{{c}}}"
-            b.add("PUT", path, version, body3)
-            b.add("GET", f"/resource_providers/{small}", version)
-            b.add("GET", f"/resource_providers/{big}", version)
-            # Stale consumer generation.
-            if minor >= 28:
-                b.add("PUT", path, version, dict(body2, consumer_generation=99))
-                b.add("PUT", path, version, dict(body2, consumer_generation=None))
-        b.add("GET", "/usages?project_id=" + project, version)
-        b.add("GET", f"/usages?project_id={project}&user_id={user}", version)
-        if minor >= 38:
-            b.add("GET", f"/usages?project_id={project}&consumer_type=INSTANCE", version)
-            b.add("GET", f"/usages?project_id={project}&consumer_type=all", version)
-            b.add("GET", f"/usages?project_id={project}&consumer_type=unknown", version)
-            b.add("GET", f"/usages?project_id={project}&consumer_type=bad%20type", version)
+    consumers = [_claim_replace_move(b, version, big, small, project, user)
+                 for version in around(8, 12, 13, 28, 38, extra=(0, 11, 15, 23, 39))]
     # An empty PUT for a consumer never seen: does it leave a consumer behind?
     # (Upstream does: a known difference.) On a provider and project of its
     # own, removed afterwards, so that the difference cannot spread to later
@@ -708,7 +714,7 @@ def _candidates(b: Builder, rp: dict[str, str], aggs: list[str]) -> None:
     gates = (10, 16, 17, 21, 22, 24, 25, 29, 31, 32, 33, 34, 35, 36, 39)
     versions = around(*gates, extra=(0, LATEST))
     for query in shapes:
-        chosen = b.sample(versions, 8) + ["1.9", "1.10", "1.39"]
+        chosen = [*b.sample(versions, 8), "1.9", "1.10", "1.39"]
         for version in sorted(set(chosen), key=lambda v: int(v.split(".")[1])):
             b.add("GET", "/allocation_candidates?" + query, version)
 

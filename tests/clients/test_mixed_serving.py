@@ -89,11 +89,11 @@ def _upstream_database(backend: str, tmp_path: Path, lines: list[str]) -> None:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_allotment_database_served_by_upstream(backend: str, tmp_path: Path) -> None:
-    with mixed.fresh_database(backend) as url:
-        with mixed.server("allotment", tmp_path, url) as allotment:
-            data = mixed.fill(allotment)
-            with mixed.server("upstream", tmp_path, url) as upstream:
-                assert not mixed.compare_reads(upstream, allotment, data)
+    with (mixed.fresh_database(backend) as url,
+          mixed.server("allotment", tmp_path, url) as allotment):
+        data = mixed.fill(allotment)
+        with mixed.server("upstream", tmp_path, url) as upstream:
+            assert not mixed.compare_reads(upstream, allotment, data)
 
 
 # --- what a provider already over capacity still accepts ------------------------------
