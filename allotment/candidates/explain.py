@@ -177,6 +177,13 @@ class _Context:
     root_forbidden: frozenset[int]
     root_rule: rules.RootTraits | None = None
     _rules: dict[tuple[str, bool, bool], list[rules.Rule]] = field(default_factory=dict)
+    _fits: dict[tuple[int, int], rules.Fits] = field(default_factory=dict)
+
+    def fits(self, rc: int, amount: int) -> rules.Fits:
+        found = self._fits.get((rc, amount))
+        if found is None:
+            found = self._fits[(rc, amount)] = rules.Fits(rc, amount)
+        return found
 
     def provider_rules(self, group: GroupIds, member_of: bool,
                        root_aggs: bool) -> list[rules.Rule]:
@@ -265,7 +272,7 @@ def _words(ctx: _Context, refusal: rules.Refusal, rp: int, rc_name: str | None) 
 def _room(ctx: _Context, suffix: str, rp: int, rc: int, amount: int) -> list[Reason]:
     """Why ``rp`` cannot give ``amount`` of ``rc`` (empty when it can)."""
     provider = ctx.cloud.providers[rp]
-    fits = rules.Fits(rc, amount)
+    fits = ctx.fits(rc, amount)
     if fits.passes(provider):
         return []
     return [_word(ctx, suffix, refusal, rp, rc) for refusal in fits.why_not(provider)]
@@ -363,28 +370,28 @@ def _unsuffixed(ctx: _Context, group: GroupIds, root: int) -> _Judged:
     """The unsuffixed group: each class from any provider of the tree or a sharing one."""
     cloud = ctx.cloud
     judged = _Judged()
-    name, uuid = ctx.name(root), ctx.uuid(root)
     if group.tree_root is not None and root != group.tree_root:
-        judged.reasons.append(Reason("", "in_tree", f"{name} is not the tree of the in_tree "
-                                     "provider", uuid))
+        judged.reasons.append(Reason("", "in_tree", f"{ctx.name(root)} is not the tree of "
+                                     "the in_tree provider", ctx.uuid(root)))
         return judged
     if group.forbidden_aggs:
         refused = rules.RootOutsideAggregates(group.forbidden_aggs, cloud.state).why_not(
             cloud.providers[root])
         if refused:
-            judged.reasons.append(Reason("", "forbidden_aggregate", f"root {name} is in "
-                                         f"forbidden aggregate {ctx.aggs_text(refused[0].ids)}",
-                                         uuid))
+            judged.reasons.append(Reason("", "forbidden_aggregate", f"root {ctx.name(root)} is "
+                                         f"in forbidden aggregate "
+                                         f"{ctx.aggs_text(refused[0].ids)}", ctx.uuid(root)))
             return judged
     local = cloud.trees[root]
     # With in_tree, providers of other trees do not serve the unsuffixed group.
     foreign = cloud.shared_with.get(root, []) if group.tree_root is None else []
+    everyone = local + foreign if foreign else local
     tree_member = True
     if group.member_of:
         member = rules.MemberOf(group.member_of).passes
         providers = cloud.providers
         tree_member = member(providers[root]) or any(member(providers[rp])
-                                                     for rp in local + foreign)
+                                                     for rp in everyone)
         if not tree_member:
             aggs = ctx.aggs_any_of(group.member_of)
             judged.reasons.append(Reason("", "member_of", _nobody(
@@ -393,7 +400,7 @@ def _unsuffixed(ctx: _Context, group: GroupIds, root: int) -> _Judged:
     seen: set[Reason] = set(judged.reasons)
     traits: frozenset[int] = frozenset()
     for rc, amount in group.resources:
-        pool = [rp for rp in local + foreign if cloud.holds(rp, rc)]
+        pool = [rp for rp in everyone if cloud.holds(rp, rc)]
         if not pool:
             judged.reasons.append(_no_inventory(ctx, "", root, rc, foreign))
             continue
@@ -415,9 +422,9 @@ def _unsuffixed(ctx: _Context, group: GroupIds, root: int) -> _Judged:
                     seen.add(reason)
                     judged.reasons.append(reason)
         judged.slots.append((((rc, amount),), serving))
-    unmet = [s for s in group.required if not traits & s]
+    unmet = rules.RequiredTraits(group.required).unmet(traits) if group.required else []
     if unmet:
-        wanted = ctx.traits_any_of(unmet)
+        wanted = ctx.traits_any_of(unmet[0].sets)
         judged.reasons.append(Reason("", "required_trait", _nobody(
             ctx, root, foreign, f"with a requested class has trait {wanted}",
             f"lacks required trait {wanted}"), _lone(ctx, root, foreign)))
