@@ -30,7 +30,8 @@ from loader import Loader, count_providers
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
-SCENARIOS = ("perfload", "claims", "nested", "wide", "loop", "loopnested", "bug2126751")
+SCENARIOS = ("perfload", "claims", "nested", "wide", "loop", "loopnested", "bug2126751",
+             "explain")
 
 
 def _ints(text: str) -> list[int]:
@@ -174,6 +175,10 @@ def run_scenario(targets: list[Target], scenario: scenarios.Scenario,
     owned: list = []  # clean-ups, run in reverse order
     try:
         for target in targets:
+            if scenario.ours_only and target.command is not None \
+                    and target.command.name != "allotment":
+                print(f"  {target.name}: skipped (does not serve this endpoint)", flush=True)
+                continue
             print(f"  {target.name}: loading", flush=True)
             try:
                 group.sessions.append(prepare(target, scenario, roots, settings, args, dbs,

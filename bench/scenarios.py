@@ -129,11 +129,11 @@ class Group:
             return None, reply
         return reply.json()["allocation_requests"], reply
 
-    def measure_query(self, label: str, query: str,
-                      throughput: bool) -> dict[str, list[dict] | None]:
-        """Probe, then time ``GET /allocation_candidates?query`` alone and under load."""
+    def measure_query(self, label: str, query: str, throughput: bool,
+                      endpoint: str = "/allocation_candidates") -> dict[str, list[dict] | None]:
+        """Probe, then time ``GET endpoint?query`` alone and under load."""
         s = self.settings
-        path = "/allocation_candidates?" + query
+        path = f"{endpoint}?{query}"
         found: dict[str, list[dict] | None] = {}
         latency: dict[str, measure.Timing] = {}
         active: list[Session] = []
@@ -247,6 +247,8 @@ class Scenario:
 
     name = ""
     title = ""
+    # Timed on allotment servers only (an endpoint upstream does not have).
+    ours_only = False
 
     def trees(self) -> list[Provider]:
         raise NotImplementedError
@@ -301,6 +303,33 @@ class Perfload(Scenario):
                         "candidates", spread, "claim", s.concurrency)
             group.claim(session, f"claims: {hot} consumers on one provider (contended)",
                         [fresh[0]] * hot, "hot", s.concurrency)
+
+
+class Explain(Scenario):
+    """GET /explain/allocation_candidates on the perfload cloud: allotment's own
+    endpoint (upstream has none, so a server that does not serve it is not
+    loaded: compare allotment with a baseline of itself)."""
+
+    ours_only = True
+
+    def __init__(self, providers: int) -> None:
+        self.cloud = Perfload(providers, with_claims=False)
+        self.name = f"explain-{providers}"
+        self.title = f"explain, {providers} compute nodes"
+
+    def trees(self) -> list[Provider]:
+        return self.cloud.trees()
+
+    def run(self, group: Group) -> None:
+        queries = [
+            ("perfload query (a trait and an aggregate leave out 2/3 of the hosts)",
+             PERFLOAD_QUERY.format(aggregate=self.cloud.aggregate)),
+            ("nova's query, limit=1000", "resources=VCPU:1,MEMORY_MB:256,DISK_GB:10&limit=1000"),
+            ("nothing fits (every tree judged)", "resources=VCPU:1000"),
+        ]
+        for label, query in queries:
+            group.measure_query(label, query, throughput=False,
+                                endpoint="/explain/allocation_candidates")
 
 
 class Nested(Scenario):
@@ -424,6 +453,8 @@ def build(settings: Settings, only: set[str]) -> list[Scenario]:
     if "perfload" in only:
         for i, size in enumerate(settings.providers):
             scenarios.append(Perfload(size, with_claims=i == 0 and "claims" in only))
+    if "explain" in only:
+        scenarios += [Explain(size) for size in settings.providers]
     if "nested" in only:
         scenarios.append(Nested(settings.nested_hosts))
     if "wide" in only:
