@@ -25,7 +25,7 @@ from allotment.db import migrate, standard_names
 from allotment.db import tables as t
 from allotment.db.engine import Database, create_engine, normalize_url
 from allotment.wsgi import make_app
-from tests.client import PlacementClient
+from tests.support.client import PlacementClient
 
 SERVER_URLS = {
     "postgresql": os.environ.get("ALLOTMENT_TEST_POSTGRESQL_URL",

@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from allotment.wsgi import make_app
-from tests.candidates_cloud import SHARES, Cloud
-from tests.client import PlacementClient
 from tests.conftest import make_conf
+from tests.support.candidates_cloud import SHARES, Cloud
+from tests.support.client import PlacementClient
 
 CLASSES = ["VCPU", "DISK_GB", "VGPU"]
 TRAITS = ["CUSTOM_A", "CUSTOM_B"]

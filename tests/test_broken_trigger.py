@@ -22,7 +22,7 @@ import pymysql
 import pytest
 
 from tests.clients import live
-from tests.dbservers import MariaDBServer, call, started
+from tests.support.dbservers import MariaDBServer, call, started
 
 pytestmark = pytest.mark.faults
 

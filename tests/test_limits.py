@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from allotment.wsgi import make_app
-from tests.client import PlacementClient
 from tests.conftest import make_conf
+from tests.support.client import PlacementClient
 
 PROVIDER = "/resource_providers"
 

@@ -22,9 +22,9 @@ from oslo_config import cfg
 from allotment import config, logs
 from allotment.http import requestlog
 from allotment.wsgi import make_app
-from tests.client import PlacementClient
 from tests.clients import live
 from tests.conftest import SERVER_URLS, _backends, make_conf
+from tests.support.client import PlacementClient
 from tests.test_auth_keystone import SERVICE_PASSWORD, FakeKeystone
 
 REQUEST_LINE = re.compile(

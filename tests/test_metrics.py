@@ -18,10 +18,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from allotment.wsgi import make_app
-from tests.claims_support import provider_with, put
-from tests.client import PlacementClient
 from tests.clients import live
 from tests.conftest import make_conf
+from tests.support.claims_support import provider_with, put
+from tests.support.client import PlacementClient
 
 C1 = "11111111-1111-1111-1111-111111111111"
 C2 = "22222222-2222-2222-2222-222222222222"

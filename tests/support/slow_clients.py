@@ -2,7 +2,7 @@
 
 Used by tests/test_slow_clients.py, and on its own for figures:
 
-    .venv/bin/python -m tests.slow_clients --url http://127.0.0.1:8778 --held 1000
+    .venv/bin/python -m tests.support.slow_clients --url http://127.0.0.1:8778 --held 1000
 
 Loopback only. Every socket is closed when ``Hold`` is left.
 """
