@@ -90,13 +90,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "faults: stops and restarts private database servers under a live allotment serve "
-        "(tests/test_database_outage.py; select with -m faults, deselect with "
+        "(tests/live/test_database_outage.py; select with -m faults, deselect with "
         "-m 'not faults')")
     config.addinivalue_line(
         "markers",
         "galera: claims through three live allotment serve on a private 3-node MariaDB "
-        "Galera cluster, one node restarted mid-load (tests/test_galera.py; select with "
-        "-m galera, deselect with -m 'not galera')")
+        "Galera cluster, one node restarted mid-load (tests/live/test_galera.py; select "
+        "with -m galera, deselect with -m 'not galera')")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -1,7 +1,7 @@
 """The limits the application enforces itself: query string, body, JSON depth, echoes.
 
 The HTTP server's own refusals (headers, bodies it will not buffer) are in
-tests/test_slow_clients.py.
+tests/live/test_slow_clients.py.
 """
 
 from __future__ import annotations

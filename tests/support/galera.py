@@ -1,4 +1,4 @@
-"""A private 3-node MariaDB Galera cluster on loopback, for tests/test_galera.py.
+"""A private 3-node MariaDB Galera cluster on loopback, for tests/live/test_galera.py.
 
 Each node is a ``tests.support.dbservers.MariaDBServer`` (its own data directory,
 socket and SQL port) started with the wsrep provider and three more free
