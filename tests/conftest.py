@@ -25,7 +25,7 @@ from allotment.db import migrate, standard_names
 from allotment.db import tables as t
 from allotment.db.engine import Database, create_engine, normalize_url
 from allotment.wsgi import make_app
-from tests.client import PlacementClient
+from tests.support.client import PlacementClient
 
 SERVER_URLS = {
     "postgresql": os.environ.get("ALLOTMENT_TEST_POSTGRESQL_URL",
@@ -90,13 +90,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "faults: stops and restarts private database servers under a live allotment serve "
-        "(tests/test_database_outage.py; select with -m faults, deselect with "
+        "(tests/live/test_database_outage.py; select with -m faults, deselect with "
         "-m 'not faults')")
     config.addinivalue_line(
         "markers",
         "galera: claims through three live allotment serve on a private 3-node MariaDB "
-        "Galera cluster, one node restarted mid-load (tests/test_galera.py; select with "
-        "-m galera, deselect with -m 'not galera')")
+        "Galera cluster, one node restarted mid-load (tests/live/test_galera.py; select "
+        "with -m galera, deselect with -m 'not galera')")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

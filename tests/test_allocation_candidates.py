@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.candidates_cloud import Cloud
+from tests.support.candidates_cloud import Cloud
 
 AGG = "8ac4a5fb-e0dd-4d3c-8bcc-5e2ae7d0e2a1"
 UUID = "5ba4bd2b-8c33-4e0a-9f8a-5e4c9f1c2f34"

@@ -27,9 +27,9 @@ from allotment.handlers.allocation_candidates import parse_request
 from allotment.http.microversion import Version
 from allotment.http.request import Query as HttpQuery
 from allotment.wsgi import make_app
-from tests.candidates_cloud import SHARES, Cloud
-from tests.client import PlacementClient
 from tests.conftest import make_conf
+from tests.support.candidates_cloud import SHARES, Cloud
+from tests.support.client import PlacementClient
 
 CLASSES = ["VCPU", "DISK_GB", "VGPU"]
 TRAITS = ["CUSTOM_A", "CUSTOM_B"]

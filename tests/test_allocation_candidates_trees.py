@@ -5,9 +5,9 @@ import uuid
 import pytest
 
 from allotment.wsgi import make_app
-from tests.candidates_cloud import SHARES, Cloud, as_set
-from tests.client import PlacementClient
 from tests.conftest import make_conf
+from tests.support.candidates_cloud import SHARES, Cloud, as_set
+from tests.support.client import PlacementClient
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 from allotment import errors
 from allotment.ledger import providers as providers_ledger
 from allotment.ledger.errors import Race
-from tests.claims_support import generation, provider_with, put, state, usages
+from tests.support.claims_support import generation, provider_with, put, state, usages
 
 C1 = "11111111-1111-1111-1111-111111111111"
 C2 = "22222222-2222-2222-2222-222222222222"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from allotment.db import tables as t
-from tests.claims_support import provider_with, put, state, usages
+from tests.support.claims_support import provider_with, put, state, usages
 
 C1 = "11111111-1111-1111-1111-111111111111"
 C2 = "22222222-2222-2222-2222-222222222222"

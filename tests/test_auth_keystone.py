@@ -17,7 +17,7 @@ import pytest
 
 from allotment import config
 from allotment.wsgi import make_app
-from tests.client import PlacementClient
+from tests.support.client import PlacementClient
 
 SERVICE_PASSWORD = "placement-secret"
 

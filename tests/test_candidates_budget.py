@@ -92,7 +92,7 @@ def test_a_large_search_waits_for_no_slot_it_is_refused_while_they_are_taken(
 
 def test_a_search_out_of_time_is_a_400(database) -> None:
     from allotment.wsgi import make_app
-    from tests.client import PlacementClient
+    from tests.support.client import PlacementClient
 
     # No entry budget to speak of: only the clock stops 10! candidates.
     conf = make_conf(database.url, allotment__candidates_max_entries=10**9,
@@ -110,7 +110,7 @@ def test_a_search_out_of_time_is_a_400(database) -> None:
 def test_a_large_search_lets_go_of_the_read_model_while_it_walks(database) -> None:
     """Cheap requests of the same worker are answered while a large one runs."""
     from allotment.wsgi import make_app
-    from tests.client import PlacementClient
+    from tests.support.client import PlacementClient
 
     conf = make_conf(database.url, allotment__candidates_max_entries=10**9,
                      allotment__candidates_time_limit=2, allotment__candidates_grace=60)

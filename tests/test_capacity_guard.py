@@ -22,7 +22,7 @@ from allotment.db import errors, guard
 from allotment.db import tables as t
 from allotment.ledger import allocations
 from allotment.ledger.common import STANDARD_CLASS_IDS
-from tests.claims_support import provider_with, put, state
+from tests.support.claims_support import provider_with, put, state
 
 VCPU = STANDARD_CLASS_IDS["VCPU"]
 

@@ -6,7 +6,7 @@ import pytest
 
 from allotment import config
 from allotment.wsgi import make_app
-from tests.client import PlacementClient
+from tests.support.client import PlacementClient
 
 ALLOWED = "http://valid.example.com"
 REFUSED = "http://invalid.example.com"

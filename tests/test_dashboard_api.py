@@ -16,9 +16,9 @@ from allotment import config
 from allotment.dashboard import DashboardPage
 from allotment.ledger import capacity, overview
 from allotment.wsgi import make_app
-from tests.claims_support import provider_with, put
-from tests.client import PlacementClient
 from tests.conftest import make_conf
+from tests.support.claims_support import provider_with, put
+from tests.support.client import PlacementClient
 
 LATEST = "1.39"
 AGG = "5e0a5c1e-7b7b-4a8e-9d39-9f8a8c4bb9a1"

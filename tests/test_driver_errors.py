@@ -1,7 +1,7 @@
 """The classifier of driver errors (``allotment.db.errors``): each driver's words, one type.
 
 What counts as a disconnect is tested with the outages
-(tests/test_database_outage.py), the capacity guard's refusal on live
+(tests/live/test_database_outage.py), the capacity guard's refusal on live
 databases in tests/test_capacity_guard.py.
 """
 

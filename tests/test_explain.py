@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from allotment.db import tables as t
 from allotment.ledger.common import STANDARD_CLASS_IDS
-from tests.candidates_cloud import SHARES, Cloud
+from tests.support.candidates_cloud import SHARES, Cloud
 
 PATH = "/explain/allocation_candidates"
 BAD_VALUE = "placement.query.bad_value"

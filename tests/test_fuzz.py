@@ -18,7 +18,7 @@ mode) and done once for all backends, so a run is repeatable and the three
 backends together take about 90 s.
 
 Schemathesis never makes the values that break databases and arithmetic, so
-``test_hostile_values`` sends them on purpose (``tests/hostile_values.py``):
+``test_hostile_values`` sends them on purpose (``tests/support/hostile_values.py``):
 NaN, the infinities and floats past float32 and float64 (as raw JSON tokens);
 integers past 32 and 64 bits; NUL and lone surrogates (as JSON escapes, and as
 ``%00`` and ``%ED%A0%80`` in paths and queries). Each goes, one request at a
@@ -70,7 +70,7 @@ from allotment.http.microversion import MAX, Version
 from allotment.schemas.common import RC_PATTERN, UUID_PATTERN
 from allotment.wsgi import ROUTES
 from tests.conftest import make_conf
-from tests.hostile_values import (
+from tests.support.hostile_values import (
     CHARACTERS,
     FIELD_VALUES,
     PERCENT,
@@ -417,7 +417,7 @@ def test_the_data_check_sees_a_refusal_that_changed_something(client, app, datab
         fuzzer.data_unchanged_after_refusal(None, SimpleNamespace(status_code=400), case)
 
 
-# Hostile values (tests/hostile_values.py) in every field, query parameter and path
+# Hostile values (tests/support/hostile_values.py) in every field, query parameter and path
 # parameter of every described operation: one request each, from a valid base.
 
 # Query and path parameters are tried at the newest version.

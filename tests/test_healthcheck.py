@@ -6,8 +6,8 @@ import logging
 
 from allotment import health
 from allotment.wsgi import make_app
-from tests.client import PlacementClient
 from tests.conftest import make_conf
+from tests.support.client import PlacementClient
 
 # Where each backend's server is not: nothing listens on port 1, and SQLite
 # cannot create a file under /proc.

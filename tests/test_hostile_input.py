@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from allotment.db import tables as t
 from allotment.ledger import capacity
-from tests.client import PlacementClient
+from tests.support.client import PlacementClient
 
 LATEST = "1.39"
 

@@ -1,7 +1,7 @@
 """The limits the application enforces itself: query string, body, JSON depth, echoes.
 
 The HTTP server's own refusals (headers, bodies it will not buffer) are in
-tests/test_slow_clients.py.
+tests/live/test_slow_clients.py.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from allotment.wsgi import make_app
-from tests.client import PlacementClient
 from tests.conftest import make_conf
+from tests.support.client import PlacementClient
 
 PROVIDER = "/resource_providers"
 

@@ -3,7 +3,8 @@
 Most tests configure the process's logging with ``allotment.logs.setup``
 (oslo.log, a ``log_file``) and read the file back, so the lines are checked
 as an operator sees them; the ``oslo_logging`` fixture puts the test
-session's logging back afterwards.
+session's logging back afterwards. The request log of a live server's
+workers is checked in tests/live/test_logging_workers.py.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import logging
 import re
 import sys
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,9 +22,8 @@ from oslo_config import cfg
 from allotment import config, logs
 from allotment.http import requestlog
 from allotment.wsgi import make_app
-from tests.client import PlacementClient
-from tests.clients import live
 from tests.conftest import SERVER_URLS, _backends, make_conf
+from tests.support.client import PlacementClient
 from tests.test_auth_keystone import SERVICE_PASSWORD, FakeKeystone
 
 REQUEST_LINE = re.compile(
@@ -203,24 +202,3 @@ interface = public
     # ...and no secret is in it.
     for secret in (token, SERVICE_PASSWORD, db_password):
         assert secret not in text
-
-
-def test_log_file_receives_the_workers_request_lines(tmp_path):
-    log_file = tmp_path / "placement.log"
-    server = live.start(tmp_path / "server",
-                        extra_conf=f"[DEFAULT]\nlog_file = {log_file}\n")
-    try:
-        for _ in range(6):
-            req = urllib.request.Request(server.url + "/resource_providers",
-                                         headers={"X-Auth-Token": "admin"})
-            with urllib.request.urlopen(req, timeout=5) as resp:
-                assert resp.status == 200
-    finally:
-        server.stop()
-    lines = [line for line in _request_lines(log_file.read_text())
-             if line["uri"] == "/resource_providers"]
-    assert len(lines) == 6
-    assert {line["user"] for line in lines} == {"admin"}
-    assert {line["remote"] for line in lines} == {"127.0.0.1"}
-    # Written by the forked workers, not the master.
-    assert str(server.process.pid) not in {line["pid"] for line in lines}

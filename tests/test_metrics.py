@@ -1,27 +1,21 @@
 """Prometheus metrics at /metrics: off by default, no token, the cloud's capacity.
 
-In-process against every backend, plus live servers with two worker
-processes (one coherent scrape) and with a separate metrics listener.
+In-process against every backend; live servers with two worker processes are
+in tests/live/test_metrics_workers.py.
 """
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
 import uuid
-from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import falcon.testing
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from allotment.wsgi import make_app
-from tests.claims_support import provider_with, put
-from tests.client import PlacementClient
-from tests.clients import live
 from tests.conftest import make_conf
+from tests.support.claims_support import provider_with, put
+from tests.support.client import PlacementClient
 
 C1 = "11111111-1111-1111-1111-111111111111"
 C2 = "22222222-2222-2222-2222-222222222222"
@@ -164,51 +158,3 @@ def test_separate_listener_in_process(database):
     assert _call(app, "/resource_providers", "9181")[0].startswith("404")
     assert _call(app, "/metrics", "8778")[0].startswith("404")
     assert _call(app, "/resource_providers", "8778")[0].startswith("200")
-
-
-# --- live servers -------------------------------------------------------------
-
-def _get(url: str, token: str | None = "admin") -> tuple[int, str]:
-    request = urllib.request.Request(url, headers={"X-Auth-Token": token} if token else {})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
-def _requests_total(text: str, routes: Iterable[str] = ("/resource_providers",)) -> float:
-    samples = parse(text)
-    return sum(value(samples, "placement_http_requests_total", route=route) for route in routes)
-
-
-def test_one_scrape_across_workers(tmp_path: Path):
-    server = live.start(tmp_path, extra_conf="[allotment]\nmetrics = True\n", workers=2)
-    try:
-        # Concurrent clients, so that both workers answer some of the requests.
-        with ThreadPoolExecutor(8) as pool:
-            statuses = list(pool.map(lambda _: _get(server.url + "/resource_providers")[0],
-                                     range(50)))
-        assert statuses == [200] * 50
-        for _ in range(5):  # whichever worker answers, its scrape counts them all
-            status, text = _get(server.url + "/metrics", token=None)
-            assert status == 200
-            assert _requests_total(text) >= 50
-    finally:
-        server.stop()
-
-
-def test_separate_listener_live(tmp_path: Path):
-    port = live.free_port()
-    server = live.start(tmp_path, workers=2, extra_conf=(
-        f"[allotment]\nmetrics = True\nmetrics_listen = 127.0.0.1:{port}\n"))
-    try:
-        metrics_url = f"http://127.0.0.1:{port}"
-        for _ in range(5):
-            assert _get(server.url + "/resource_providers")[0] == 200
-        status, text = _get(metrics_url + "/metrics", token=None)
-        assert status == 200 and _requests_total(text) >= 5
-        assert _get(metrics_url + "/resource_providers")[0] == 404
-        assert _get(server.url + "/metrics", token=None)[0] == 404
-    finally:
-        server.stop()

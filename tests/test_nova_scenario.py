@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from tests.client import PlacementClient, Response
+from tests.support.client import PlacementClient, Response
 
 PROJECT = "8c8a5e1b7d2f4f0e9c3b2a1d0e9f8a7b"
 USER = "2f3e4d5c6b7a48899a0b1c2d3e4f5a6b"

@@ -19,8 +19,8 @@ from openapi_spec_validator import validate as validate_openapi
 from allotment import openapi
 from allotment.http.microversion import Version
 from allotment.wsgi import ROUTES, make_app
-from tests.client import PlacementClient, Response
 from tests.conftest import make_conf
+from tests.support.client import PlacementClient, Response
 
 RP = "7d4e3f7a-0c4b-4f2e-9a51-111111111111"
 CHILD = "7d4e3f7a-0c4b-4f2e-9a51-222222222222"

@@ -24,8 +24,8 @@ from allotment import config
 from allotment.db import tables as t
 from allotment.policy import API_RULES, BASE_RULES, Policy, list_rules
 from allotment.wsgi import ROUTES, make_app
-from tests.client import PlacementClient
 from tests.conftest import _backends
+from tests.support.client import PlacementClient
 
 LATEST = "1.39"
 PROJECT = "9520f97991e94f30a8dd205ef3ce735a"

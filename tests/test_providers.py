@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from allotment.db import tables as t
-from tests.client import PlacementClient, Response
+from tests.support.client import PlacementClient, Response
 
 
 def test_create_show_delete(client):

@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from tests.claims_support import provider_with, put
-from tests.client import PlacementClient
+from tests.support.claims_support import provider_with, put
+from tests.support.client import PlacementClient
 
 A1 = "f918801a-5e54-4bee-9095-09a9d0c786b8"
 A2 = "a893eb5c-e2a0-4251-ab26-f71d3b0cfc0b"

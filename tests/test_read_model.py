@@ -22,8 +22,8 @@ from allotment.handlers.allocation_candidates import parse_request, render_body
 from allotment.http.microversion import negotiate
 from allotment.http.request import Query
 from allotment.wsgi import make_app
-from tests.client import PlacementClient
 from tests.conftest import make_conf
+from tests.support.client import PlacementClient
 
 VERSION = negotiate({"openstack-api-version": "placement 1.39"})
 

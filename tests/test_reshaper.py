@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from allotment import errors
-from tests.claims_support import generation, provider_with, put, state, usages
+from tests.support.claims_support import generation, provider_with, put, state, usages
 
 C1 = "11111111-1111-1111-1111-111111111111"
 C2 = "22222222-2222-2222-2222-222222222222"

@@ -4,7 +4,7 @@
 import os_resource_classes as orc
 import pytest
 
-from tests.threads import race
+from tests.support.threads import race
 
 
 def names(client, version="1.2"):

@@ -4,7 +4,7 @@
 import os_traits
 import pytest
 
-from tests.threads import race
+from tests.support.threads import race
 
 V = "1.6"
 INVALID = "The trait is invalid. A valid trait must be no longer than 255 characters"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from tests.claims_support import provider_with, put
+from tests.support.claims_support import provider_with, put
 
 C1 = "11111111-1111-1111-1111-111111111111"
 C2 = "22222222-2222-2222-2222-222222222222"

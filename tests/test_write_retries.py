@@ -19,7 +19,7 @@ from allotment.db import tables as t
 from allotment.http.errors import refusal
 from allotment.ledger import resource_classes, retry
 from allotment.ledger.errors import ResourceClassExists
-from tests.threads import race
+from tests.support.threads import race
 
 
 def _failed_savepoint_over(error: sa.exc.DBAPIError) -> NoReturn:

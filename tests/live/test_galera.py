@@ -1,6 +1,6 @@
 """Claims on a 3-node MariaDB Galera cluster: no overcommit, no lost update, never a 500.
 
-A private cluster (``tests.galera``: 3 nodes on loopback, node 1 bootstrapped,
+A private cluster (``tests.support.galera``: 3 nodes on loopback, node 1 bootstrapped,
 2 and 3 joined by rsync SST) and three live ``allotment serve``, each on a
 node of its own; the schema is created through the first. Threads claim,
 move and release through all three servers at once on the same few
@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from tests.clients import live
-from tests.dbservers import call
-from tests.galera import GaleraCluster
+from tests.support.dbservers import call
+from tests.support.galera import GaleraCluster
 
 pytestmark = pytest.mark.galera
 

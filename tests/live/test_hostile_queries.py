@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import hostile_queries
 from tests.clients import live
+from tests.support import hostile_queries
 
 SECONDS = 30
 GIB = 1 << 30

@@ -6,7 +6,7 @@ import uuid as uuidlib
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
-from tests.client import PlacementClient
+from tests.support.client import PlacementClient
 
 SHARES = "MISC_SHARES_VIA_AGGREGATE"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from allotment.db import tables as t
-from tests.client import PlacementClient
+from tests.support.client import PlacementClient
 
 
 def provider_with(client: PlacementClient, name: str, parent: str | None = None,

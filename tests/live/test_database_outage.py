@@ -1,6 +1,6 @@
 """A database that goes away and comes back: 503 meanwhile, service again within a second.
 
-Each backend gets a private server (``tests.dbservers``: its own data
+Each backend gets a private server (``tests.support.dbservers``: its own data
 directory, loopback port and socket), which these tests stop and start at
 will; the shared servers on 5432/3306 are never touched. A live ``allotment
 serve`` (2 workers) runs on it while it is stopped and started again:
@@ -42,7 +42,7 @@ from allotment.db.availability import DatabaseUnavailable, is_disconnect
 from allotment.db.engine import Database, create_engine
 from allotment.ledger import retry
 from tests.clients import live
-from tests.dbservers import SERVERS, PostgresServer, call, free_port, started
+from tests.support.dbservers import SERVERS, PostgresServer, call, free_port, started
 
 pytestmark = pytest.mark.faults
 

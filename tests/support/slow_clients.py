@@ -1,8 +1,8 @@
 """Hold many half-sent and idle connections open, and probe the server meanwhile.
 
-Used by tests/test_slow_clients.py, and on its own for figures:
+Used by tests/live/test_slow_clients.py, and on its own for figures:
 
-    .venv/bin/python -m tests.slow_clients --url http://127.0.0.1:8778 --held 1000
+    .venv/bin/python -m tests.support.slow_clients --url http://127.0.0.1:8778 --held 1000
 
 Loopback only. Every socket is closed when ``Hold`` is left.
 """

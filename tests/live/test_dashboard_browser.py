@@ -54,7 +54,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: 
 
 
 def artifacts() -> Path:
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     path = Path(os.environ.get("ALLOTMENT_TEST_ARTIFACTS", root / "test-artifacts"))
     path.mkdir(parents=True, exist_ok=True)
     return path

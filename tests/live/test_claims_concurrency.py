@@ -23,8 +23,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from tests import claim_writers, conftest
-from tests.claim_writers import call
+from tests import conftest
+from tests.support import claim_writers
+from tests.support.claim_writers import call
 
 # name -> (VCPU total, reserved, allocation_ratio, MEMORY_MB total)
 PROVIDERS = {

@@ -4,7 +4,7 @@ On a Galera cluster under certification conflicts, MariaDB 10.11 sometimes
 fails to parse a trigger of ``allocations`` while opening the table, although
 the stored definition is fine, and keeps that instance in its table cache:
 every claim that gets it fails with 1064 "Trigger ... has an error in its
-body" (tests/test_galera.py saw it for seconds on end). Here the same state
+body" (tests/live/test_galera.py saw it for seconds on end). Here the same state
 is made on purpose on a private server: the trigger file is spoiled, the
 table opened, the file put back. A claim must then still succeed (the
 server is made to open the table anew), with the database user a Placement
@@ -22,7 +22,7 @@ import pymysql
 import pytest
 
 from tests.clients import live
-from tests.dbservers import MariaDBServer, call, started
+from tests.support.dbservers import MariaDBServer, call, started
 
 pytestmark = pytest.mark.faults
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import slow_clients
 from tests.clients import live
+from tests.support import slow_clients
 
 TIMEOUT = 4  # [allotment] request_timeout and keepalive_timeout for this server
 

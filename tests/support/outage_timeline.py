@@ -1,9 +1,9 @@
 """What clients see, every half second, while the database restarts under ``allotment serve``.
 
-    .venv/bin/python -m tests.outage_timeline
+    .venv/bin/python -m tests.support.outage_timeline
 
 For a private PostgreSQL cluster and a private MariaDB server
-(``tests.dbservers``): a live server with 2 workers; each tick sends a read
+(``tests.support.dbservers``): a live server with 2 workers; each tick sends a read
 (GET /resource_providers) and a write (POST /resource_providers) and prints
 their statuses. The database is stopped after the tick at +1.0 s and started
 again after the tick at +3.0 s; the lines in between say when exactly, and
@@ -19,7 +19,7 @@ import uuid
 from pathlib import Path
 
 from tests.clients import live
-from tests.dbservers import SERVERS, call
+from tests.support.dbservers import SERVERS, call
 
 TICK = 0.5
 TICKS = 12

@@ -1,6 +1,6 @@
-"""A private 3-node MariaDB Galera cluster on loopback, for tests/test_galera.py.
+"""A private 3-node MariaDB Galera cluster on loopback, for tests/live/test_galera.py.
 
-Each node is a ``tests.dbservers.MariaDBServer`` (its own data directory,
+Each node is a ``tests.support.dbservers.MariaDBServer`` (its own data directory,
 socket and SQL port) started with the wsrep provider and three more free
 loopback ports of its own: group communication (``gmcast.listen_addr``),
 incremental state transfer (``ist.recv_addr``) and full state transfer
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pymysql
 
-from tests.dbservers import MARIADB_INSTALL_DB, MARIADBD, MariaDBServer, _missing, free_port
+from tests.support.dbservers import MARIADB_INSTALL_DB, MARIADBD, MariaDBServer, _missing, free_port
 
 PROVIDER = Path("/usr/lib/galera/libgalera_smm.so")
 RSYNC = Path("/usr/bin/rsync")

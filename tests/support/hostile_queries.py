@@ -1,8 +1,8 @@
 """Clients that send the most expensive candidates queries, and probes meanwhile.
 
-Used by tests/test_hostile_queries.py, and on its own for figures:
+Used by tests/live/test_hostile_queries.py, and on its own for figures:
 
-    .venv/bin/python -m tests.hostile_queries --url http://127.0.0.1:8778 --clients 10 \
+    .venv/bin/python -m tests.support.hostile_queries --url http://127.0.0.1:8778 --clients 10 \
         --seconds 30 --pid <allotment serve's pid>
 
 The cloud it builds (``build_cloud``) holds three trees whose one-unit children

@@ -24,8 +24,8 @@ from waitress import wasyncore
 from waitress.task import ThreadedTaskDispatcher
 
 from allotment import server as http_server
-from tests import hostile_queries
 from tests.clients import live
+from tests.support import hostile_queries
 
 # The plain cases are answered at once; a server that waits instead shows it
 # well before its request_timeout.
