@@ -99,9 +99,7 @@ def create_engine(url: str | URL, *, sqlite_synchronous: bool = True,
         _configure_sqlite(engine, sqlite_synchronous)
     else:
         availability.install(engine)
-        if backend == "mysql":
-            _configure_mysql(engine)
-        elif backend == "postgresql":
+        if backend == "postgresql":
             _configure_postgresql(engine)
     return engine
 
@@ -117,16 +115,6 @@ def _configure_postgresql(engine: Engine) -> None:
         cursor.execute("SET jit = off")
         cursor.close()
         dbapi_conn.commit()
-
-
-def _configure_mysql(engine: Engine) -> None:
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn: DBAPIConnection, _record: sa.pool.ConnectionPoolEntry) -> None:
-        # GROUP_CONCAT (provider summaries) silently truncates at 1024 bytes
-        # by default; a provider's trait list can be longer.
-        cursor = dbapi_conn.cursor()
-        cursor.execute("SET SESSION group_concat_max_len = 16777216")
-        cursor.close()
 
 
 def _configure_sqlite(engine: Engine, synchronous: bool) -> None:
