@@ -403,9 +403,16 @@ def compare(index: int, step: Step, up: dict[str, Any], ours: dict[str, Any]
 # --- servers --------------------------------------------------------------------------
 
 
+# The PostgreSQL server the side-by-side run creates its two databases on.
+POSTGRESQL_URL = os.environ.get("ALLOTMENT_SIDEBYSIDE_POSTGRESQL_URL",
+                                "postgresql://postgres@127.0.0.1:5432")
+
+
 @contextlib.contextmanager
-def two_servers(workdir: Path | None = None) -> Iterator[tuple[Server, Server]]:
-    """Upstream (uwsgi) and allotment, each on a fresh SQLite database, same config."""
+def two_servers(workdir: Path | None = None, backend: str = "sqlite"
+                ) -> Iterator[tuple[Server, Server]]:
+    """Upstream (uwsgi) and allotment, each on a fresh database of ``backend``
+    (sqlite or postgresql; each server its own), same config."""
     bench = _bench_servers()
     bench.ensure_upstream_venv(UPSTREAM_VENV)
     with contextlib.ExitStack() as stack:
@@ -415,6 +422,8 @@ def two_servers(workdir: Path | None = None) -> Iterator[tuple[Server, Server]]:
             base = str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(
                 prefix="sidebyside-", dir=base)))
+        databases = bench.DatabaseFactory(backend, workdir, POSTGRESQL_URL, sys.executable)
+        databases.check()
         running = []
         commands = {
             "upstream": bench.ServerCommand("upstream", str(UPSTREAM_VENV / "bin" / "uwsgi"),
@@ -423,7 +432,9 @@ def two_servers(workdir: Path | None = None) -> Iterator[tuple[Server, Server]]:
         }
         for name, command in commands.items():
             directory = workdir / name
-            conf = bench.write_config(directory, f"sqlite:///{directory}/placement.sqlite")
+            database = databases.create(f"sidebyside_{name}")
+            stack.callback(databases.destroy, database)
+            conf = bench.write_config(directory, database.url)
             server = bench.RunningServer(command, conf, free_port(), directory / "server.log")
             running.append(server)
         # Start both at once: upstream's start is the slow one.
