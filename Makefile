@@ -1,14 +1,16 @@
 # One command to serve, one to test; both install what they need first.
 VENV ?= .venv
 PYTHON ?= python3
+# The exact versions installed (pyproject.toml holds the ranges); `make constraints` renews it.
+CONSTRAINTS ?= constraints.txt
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[test]'
+	$(VENV)/bin/pip install -q -c $(CONSTRAINTS) -e '.[test]'
 	touch $@
 
-.PHONY: install serve test lint
+.PHONY: install serve test lint constraints
 install: $(VENV)/.installed
 
 serve: install
@@ -20,3 +22,16 @@ lint: install
 
 test: install lint
 	$(VENV)/bin/pytest --cov --cov-report=term
+
+# The newest versions pyproject.toml's ranges allow, resolved in a fresh venv, frozen
+# into $(CONSTRAINTS). Then `make test` installs them and tells whether they work.
+constraints:
+	set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(PYTHON) -m venv "$$tmp/venv"; \
+	"$$tmp/venv/bin/pip" install -q --upgrade pip; \
+	"$$tmp/venv/bin/pip" install -q -e '.[test]'; \
+	{ echo "# The exact set known to work, runtime and test: what 'make install' and CI install"; \
+	  echo "# (pip install -c constraints.txt -e '.[test]'). Regenerate with 'make constraints'."; \
+	  echo "# pyproject.toml holds the ranges allotment accepts."; \
+	  "$$tmp/venv/bin/pip" freeze --exclude-editable; } > "$$tmp/constraints.txt"; \
+	mv "$$tmp/constraints.txt" $(CONSTRAINTS)

@@ -97,6 +97,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "galera: claims through three live allotment serve on a private 3-node MariaDB "
         "Galera cluster, one node restarted mid-load (tests/live/test_galera.py; select "
         "with -m galera, deselect with -m 'not galera')")
+    config.addinivalue_line(
+        "markers",
+        "network: asks the package index (tests/test_dependencies.py's pip resolution; "
+        "deselect with -m 'not network' when offline)")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
