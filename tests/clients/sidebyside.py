@@ -434,7 +434,7 @@ def two_servers(workdir: Path | None = None, backend: str = "sqlite"
             directory = workdir / name
             database = databases.create(f"sidebyside_{name}")
             stack.callback(databases.destroy, database)
-            conf = bench.write_config(directory, database.url)
+            conf = bench.write_config(directory, database.url_for(name))
             server = bench.RunningServer(command, conf, free_port(), directory / "server.log")
             running.append(server)
         # Start both at once: upstream's start is the slow one.

@@ -57,7 +57,23 @@ BACKEND_DIFFERENCES: dict[str, dict[str, str]] = {
         "conflict: (sqliteN.IntegrityError) UNIQUE'":
             "upstream quotes the database driver's error; allotment names class and provider",
     },
-    "postgresql": {},
+    "postgresql": {
+        "POST /resource_providers/{id}/inventories 409/409 body.errors[*].detail~'Update "
+        "conflict: (psycopgN.errors.UniqueViolatio'":
+            "upstream quotes the database driver's error; allotment names class and provider",
+        "GET /allocation_candidates 500/200 body.allocation_requests,body.errors,"
+        "body.provider_summaries,header:cache-control,...":
+            "upstream on PostgreSQL: 500 for a forbidden trait once any provider has a parent",
+        "GET /usages 500/200 body.errors,body.usages,header:cache-control,"
+        "header:last-modified,...":
+            "upstream on PostgreSQL: 500 for GET /usages from 1.38",
+        "POST /resource_providers 409/409 body.errors[*].detail~'Conflicting resource "
+        "provider name: xxxxxxxxxxxx'":
+            "name and uuid both taken: upstream names what PostgreSQL checks first, we the uuid",
+        "POST /resource_providers 409/409 body.errors[*].detail~'Conflicting resource "
+        "provider name: ct-applicati'":
+            "name and uuid both taken: upstream names what PostgreSQL checks first, we the uuid",
+    },
 }
 
 # The run (not counting a first install of the upstream venv) must stay short.
