@@ -36,7 +36,8 @@ class ProviderAggregates(Resource):
         "GET": Operation(
             "List a provider's aggregates", (ok(200, r.AGGREGATES),),
             rule="placement:resource_providers:aggregates:list", since="aggregates",
-            path_params=UUID_PARAM),
+            # Upstream negotiates Accept here before its version gate (406 at 1.0).
+            path_params=UUID_PARAM, accept="before_gate"),
         "PUT": Operation(
             "Replace a provider's aggregates", (ok(200, r.AGGREGATES),),
             rule="placement:resource_providers:aggregates:update", since="aggregates",
