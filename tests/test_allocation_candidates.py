@@ -318,3 +318,23 @@ def tree(client):
     cloud.provider("cn", VCPU=8, traits=["HW_CPU_X86_SSE"])
     cloud.provider("numa", parent="cn", VCPU=4, MEMORY_MB=1024)
     return cloud
+
+
+def test_summaries_below_1_29_are_of_the_providers_in_the_answer(client):
+    """The reference: before 1.29 provider_summaries is keyed by the providers in
+    allocation_requests. Upstream also summarises the rest of the kept
+    candidate's tree when ``limit`` cuts the answer (here the child); allotment
+    follows the reference (docs/differences-from-upstream.md)."""
+    cloud = Cloud(client)
+    root = cloud.provider("root", VCPU=24)
+    child = cloud.provider("child", parent="root", VCPU=7)
+    body = cloud.candidates(version="1.20", resources="VCPU:4", limit="1").json()
+    assert [list(req["allocations"]) for req in body["allocation_requests"]] == [[root]]
+    assert set(body["provider_summaries"]) == {root}
+    body = cloud.candidates(version="1.20", resources="VCPU:4").json()
+    assert len(body["allocation_requests"]) == 2
+    assert set(body["provider_summaries"]) == {root, child}
+    # From 1.29 the whole tree of every provider in the answer.
+    body = cloud.candidates(version="1.29", resources="VCPU:4", limit="1").json()
+    assert len(body["allocation_requests"]) == 1
+    assert set(body["provider_summaries"]) == {root, child}
