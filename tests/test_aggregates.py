@@ -36,6 +36,11 @@ def test_missing_provider_before_body_checks(client):
     resp = client.put(url(missing), [], version="1.19")
     assert resp.status == 404
     assert f"No resource provider with uuid {missing} found" in resp.detail
+    # So does a body that is no JSON at all (upstream looks the provider up first).
+    resp = client.request("PUT", url(missing), raw='{"bad", "not json"}', version="1.19",
+                          headers={"Content-Type": "application/json"})
+    assert resp.status == 404, resp
+    assert "vary" not in resp.headers
 
 
 def test_list_form_leaves_generation(client, rp):

@@ -247,3 +247,94 @@ def test_summaries_carry_long_trait_lists_and_fractional_ratios(client):
     assert summary["traits"][-1] == "CUSTOM_ZED"
     assert summary["resources"] == {"VCPU": {"capacity": 9, "used": 2},
                                     "CUSTOM_WIDGET": {"capacity": 333, "used": 0}}
+
+
+# --- unknown names: upstream's order of evaluation ----------------------------
+
+NOT_THERE = "No such trait(s): CUSTOM_NOT_THERE."
+
+
+@pytest.mark.parametrize("query, version", [
+    # The unsuffixed group (first in the query string) finds nothing: upstream
+    # stops before it reads group 1's traits or classes.
+    ("resources=VCPU:100&resources1=VCPU:1&required1=CUSTOM_NOT_THERE", "1.39"),
+    ("resources=VCPU:100&resources1=VCPU:1&required1=CUSTOM_NOT_THERE", "1.25"),
+    ("resources=VCPU:100&resources1=VCPU:1&required1=custom_lower", "1.39"),
+    ("resources=VCPU:100&resources1=CUSTOM_NOT_THERE:1", "1.39"),
+    (f"resources=VCPU:1&in_tree={UUID}&resources1=VCPU:1&required1=CUSTOM_NOT_THERE", "1.39"),
+    # A granular group that finds nothing stops the groups after it.
+    ("resources=VCPU:1&resources1=VCPU:100&resources2=VCPU:1&required2=CUSTOM_NOT_THERE"
+     "&group_policy=none", "1.25"),
+    (f"resources=MEMORY_MB:1&resources1=VCPU:1&in_tree1={UUID}&resources2=VCPU:1"
+     "&required2=CUSTOM_NOT_THERE&group_policy=none", "1.39"),
+    # The unsuffixed group's traits come from the providers that give resources.
+    ("resources=MEMORY_MB:1&required=HW_CPU_X86_SSE&resources1=VCPU:1"
+     "&required1=CUSTOM_NOT_THERE", "1.28"),
+    # Within a group, member_of comes before the traits.
+    (f"resources=VCPU:1&member_of={AGG}&required=CUSTOM_NOT_THERE", "1.39"),
+    # root_required comes before every group.
+    ("resources=VCPU:1&root_required=!HW_CPU_X86_SSE&resources1=VCPU:1"
+     "&required1=CUSTOM_NOT_THERE", "1.39"),
+])
+def test_nothing_found_before_an_unknown_name_is_no_candidates(tree, query, version):
+    resp = get(tree.client, query, version)
+    assert resp.status == 200, resp
+    assert resp.json()["allocation_requests"] == []
+    assert resp.json()["provider_summaries"] == {}
+
+
+@pytest.mark.parametrize("query, version, message", [
+    # The group with the unknown trait comes first in the query string.
+    ("resources1=VCPU:1&required1=CUSTOM_NOT_THERE&resources=VCPU:100", "1.39", NOT_THERE),
+    # The groups before it find something.
+    ("resources=VCPU:1&resources1=VCPU:1&required1=CUSTOM_NOT_THERE", "1.39", NOT_THERE),
+    ("resources=VCPU:1&resources1=VCPU:1&resources2=VCPU:1&required2=CUSTOM_NOT_THERE"
+     "&group_policy=none", "1.25", NOT_THERE),
+    # Alone, the unsuffixed group spreads over the tree even before 1.29.
+    ("resources=VCPU:8,MEMORY_MB:1&resources1=VCPU:1&required1=CUSTOM_NOT_THERE", "1.28",
+     NOT_THERE),
+    ("resources=VCPU:1&required=HW_CPU_X86_SSE&resources1=VCPU:1"
+     "&required1=CUSTOM_NOT_THERE", "1.39", NOT_THERE),
+    # Within a group, the traits come before in_tree.
+    (f"resources=VCPU:1&required=CUSTOM_NOT_THERE&in_tree={UUID}", "1.39", NOT_THERE),
+    (f"resources=VCPU:1&required=!CUSTOM_NOT_THERE&in_tree={UUID}", "1.39", NOT_THERE),
+    # The group's classes come before anything else of it.
+    (f"resources=VCPU:100,CUSTOM_NOT_THERE:1&member_of={AGG}", "1.39",
+     "Invalid resource class in resources parameter: No such resource class "
+     "CUSTOM_NOT_THERE."),
+    # root_required's own traits come first of all.
+    ("resources=VCPU:100&root_required=CUSTOM_NOT_THERE", "1.35", NOT_THERE),
+    ("resources=VCPU:1&root_required=HW_CPU_X86_SSE&resources1=VCPU:1"
+     "&required1=CUSTOM_NOT_THERE", "1.39", NOT_THERE),
+])
+def test_an_unknown_name_upstream_reaches_is_refused(tree, query, version, message):
+    refused(tree.client, query, version, message)
+
+
+@pytest.fixture
+def tree(client):
+    """One root with VCPU 8 and a trait, and a child with VCPU 4 and MEMORY_MB."""
+    cloud = Cloud(client)
+    cloud.provider("cn", VCPU=8, traits=["HW_CPU_X86_SSE"])
+    cloud.provider("numa", parent="cn", VCPU=4, MEMORY_MB=1024)
+    return cloud
+
+
+def test_summaries_below_1_29_are_of_the_providers_in_the_answer(client):
+    """The reference: before 1.29 provider_summaries is keyed by the providers in
+    allocation_requests. Upstream also summarises the rest of the kept
+    candidate's tree when ``limit`` cuts the answer (here the child); allotment
+    follows the reference (docs/differences-from-upstream.md)."""
+    cloud = Cloud(client)
+    root = cloud.provider("root", VCPU=24)
+    child = cloud.provider("child", parent="root", VCPU=7)
+    body = cloud.candidates(version="1.20", resources="VCPU:4", limit="1").json()
+    assert [list(req["allocations"]) for req in body["allocation_requests"]] == [[root]]
+    assert set(body["provider_summaries"]) == {root}
+    body = cloud.candidates(version="1.20", resources="VCPU:4").json()
+    assert len(body["allocation_requests"]) == 2
+    assert set(body["provider_summaries"]) == {root, child}
+    # From 1.29 the whole tree of every provider in the answer.
+    body = cloud.candidates(version="1.29", resources="VCPU:4", limit="1").json()
+    assert len(body["allocation_requests"]) == 1
+    assert set(body["provider_summaries"]) == {root, child}

@@ -309,3 +309,27 @@ def test_single_provider_answers_limit_and_random(client, client_with):
     capped = Cloud(client_with(max_allocation_candidates=2))
     capped.providers = cloud.providers
     assert len(named(capped, **query)) == 2
+
+
+def test_wide_tree_option_never_offers_more_than_is_free(client, database):
+    """With ``[workarounds] optimize_for_wide_provider_trees`` upstream also offers
+    pf2's two VFs of which one is used (docs/differences-from-upstream.md)."""
+    cloud = Cloud(client)
+    cloud.provider("root", VCPU=8)
+    cloud.provider("pf1", parent="root", CUSTOM_MY_VF=1)
+    cloud.provider("pf2", parent="root", CUSTOM_MY_VF=2)
+    cloud.consume({"pf2": {"CUSTOM_MY_VF": 1}})
+    conf = make_conf(database.url, workarounds__optimize_for_wide_provider_trees=True)
+    wide = Cloud(PlacementClient(make_app(conf, db=database.db, prepare=False)))
+    wide.providers = cloud.providers
+    query = {"resources": "VCPU:1", "resources_a": "CUSTOM_MY_VF:1",
+             "resources_b": "CUSTOM_MY_VF:1", "group_policy": "none"}
+    for answering in (cloud, wide):
+        body = answering.candidates(version="1.36", **query).json()
+        assert sorted(sorted(answering.name_of(u) for u in req["mappings"]["_a"] +
+                             req["mappings"]["_b"]) for req in body["allocation_requests"]) \
+            == [["pf1", "pf2"], ["pf1", "pf2"]]
+        assert all(resources["resources"] == {"CUSTOM_MY_VF": 1}
+                   for req in body["allocation_requests"]
+                   for uuid, resources in req["allocations"].items()
+                   if answering.name_of(uuid) != "root")

@@ -18,7 +18,7 @@ from tests.support.candidates_cloud import SHARES, Cloud
 
 PATH = "/explain/allocation_candidates"
 BAD_VALUE = "placement.query.bad_value"
-FILTERS = {"unknown_aggregate", "unknown_in_tree", "in_tree", "member_of",
+FILTERS = {"unknown_name", "unknown_aggregate", "unknown_in_tree", "in_tree", "member_of",
            "forbidden_aggregate", "required_trait", "forbidden_trait", "no_inventory",
            "capacity", "min_unit", "max_unit", "step_size", "root_required", "root_forbidden",
            "group_policy_isolate", "same_subtree", "combination", "limit"}
@@ -424,6 +424,38 @@ def test_candidates_equal_allocation_candidates(client, version, query):
     check_contract(body.pop("explanation"))
     assert body == expected.json()
     assert got.headers.get("cache-control") == expected.headers.get("cache-control")
+
+
+@pytest.mark.parametrize("query, status", [
+    ("resources=VCPU:100&resources1=VCPU:1&required1=CUSTOM_NOT_THERE", 200),
+    ("resources=VCPU:100&resources1=CUSTOM_NOT_THERE:1", 200),
+    (f"resources=VCPU:1&in_tree={uuidlib.UUID(int=7)}&resources1=VCPU:1"
+     "&required1=CUSTOM_NOT_THERE", 200),
+    ("resources1=VCPU:1&required1=CUSTOM_NOT_THERE&resources=VCPU:100", 400),
+    ("resources=VCPU:1&resources1=VCPU:1&required1=CUSTOM_NOT_THERE", 400),
+])
+def test_unknown_names_as_allocation_candidates(client, query, status):
+    """An unknown name after a group that finds nothing: no candidates, as
+    GET /allocation_candidates (and upstream) answers; every tree is out."""
+    cloud = Cloud(client)
+    cloud.provider("cn1", VCPU=8)
+    cloud.provider("cn2", VCPU=8)
+    expected = client.get(f"/allocation_candidates?{query}", version="1.39")
+    got = client.get(f"{PATH}?{query}&explain_limit=5", version="1.39")
+    assert expected.status == got.status == status, (expected, got)
+    if status == 400:
+        assert got.detail == expected.detail
+        return
+    body = got.json()
+    explanation = body.pop("explanation")
+    check_contract(explanation)
+    assert body == expected.json() == {"allocation_requests": [], "provider_summaries": {}}
+    assert explanation["trees"] == {"total": 2, "qualified": 0, "excluded": 2}
+    reasons = {(r["group"], r["filter"]) for r in explanation["reasons"]}
+    assert ("1", "unknown_name") in reasons
+    detail = next(r["detail"] for tree in explanation["excluded"] for r in tree["reasons"]
+                  if r["filter"] == "unknown_name")
+    assert "CUSTOM_NOT_THERE" in detail
 
 
 @pytest.mark.parametrize("value", ["0", "1001", "-1", "x", "1.5", "", "99999"])

@@ -81,6 +81,44 @@ def test_accept_negotiation(client):
     assert resp.status == 406 or resp.headers["content-type"].startswith("text/html")
 
 
+XML = {"Accept": "application/xml"}
+
+
+@pytest.mark.parametrize("path, before, since", [
+    ("/traits", "1.5", "1.6"),
+    ("/resource_classes", "1.1", "1.2"),
+    ("/resource_classes/VCPU", "1.1", "1.2"),
+    ("/usages?project_id=p", "1.8", "1.9"),
+    ("/allocation_candidates?resources=VCPU:1", "1.9", "1.10"),
+    ("/explain/allocation_candidates?resources=VCPU:1", "1.9", "1.10"),
+    ("/resource_providers/{rp}/traits", "1.5", "1.6"),
+])
+def test_a_get_before_its_microversion_is_404_whatever_accept_says(client, path, before,
+                                                                     since):
+    """As upstream: the version gate decides before Accept is negotiated."""
+    rp = client.create_provider("cn")["uuid"]
+    path = path.format(rp=rp)
+    resp = client.get(path, version=before, headers=XML)
+    assert resp.status == 404, resp
+    resp = client.get(path, version=since, headers=XML)
+    assert resp.status == 406, resp
+
+
+def test_accept_where_upstream_negotiates_it_first_or_never(client):
+    rp = client.create_provider("cn")["uuid"]
+    # A provider's aggregates: Accept before the gate (406 at 1.0, as upstream).
+    assert client.get(f"/resource_providers/{rp}/aggregates", version="1.0",
+                      headers=XML).status == 406
+    assert client.get(f"/resource_providers/{rp}/aggregates", version="1.0").status == 404
+    # One trait: no body, answered whatever Accept says (404 before 1.6).
+    assert client.get("/traits/HW_CPU_X86_AVX", version="1.6", headers=XML).status == 204
+    assert client.get("/traits/HW_CPU_X86_AVX", version="1.5", headers=XML).status == 404
+    # No route: the 404, not a 406.
+    assert client.get("/nothing", headers=XML).status == 404
+    # Without a gate, Accept decides at any version.
+    assert client.get(f"/resource_providers/{rp}", version="1.0", headers=XML).status == 406
+
+
 def test_body_preconditions(client):
     resp = client.post("/resource_providers", raw="I want a provider",
                        headers={"Content-Type": "text/plain"})

@@ -49,6 +49,19 @@ def test_missing_provider(client):
     assert client.delete(inv_url(missing), version="1.5").status == 404
 
 
+@pytest.mark.parametrize("method, resource_class", [
+    ("PUT", None), ("POST", None), ("PUT", "VCPU"),
+])
+def test_missing_provider_before_a_body_that_is_no_json(client, method, resource_class):
+    """Upstream looks the provider up before it reads the body."""
+    missing = str(uuid.uuid4())
+    resp = client.request(method, inv_url(missing, resource_class), raw="{not json",
+                          headers={"Content-Type": "application/json"})
+    assert resp.status == 404, resp
+    assert f"No resource provider with uuid {missing} found" in resp.detail
+    assert "vary" not in resp.headers
+
+
 def test_post_get_and_defaults(client, rp):
     assert state(client, rp) == (0, {})
     resp = client.post(inv_url(rp), {"resource_class": "DISK_GB", "total": 2048})

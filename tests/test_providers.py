@@ -168,6 +168,35 @@ def test_update_missing_provider(client):
             f"No resource provider with uuid {UNKNOWN} found")
 
 
+@pytest.mark.parametrize("body, version", [
+    ({}, "1.39"),
+    ({"name": "x", "parent_provider_uuid": UNKNOWN}, "1.2"),
+    ("{not json", "1.39"),
+])
+def test_update_missing_provider_before_its_body(client, body, version):
+    """As upstream: the provider is looked up before the body is read, so a
+    body that would be refused is the provider's 404 when it is gone (without
+    Vary, as upstream's uncaught not-found)."""
+    path = f"/resource_providers/{UNKNOWN}"
+    if isinstance(body, str):
+        resp = client.put(path, raw=body, version=version,
+                          headers={"Content-Type": "application/json"})
+    else:
+        resp = client.put(path, body, version=version)
+    # Error codes are in the body from 1.23.
+    refused(resp, 404, f"No resource provider with uuid {UNKNOWN} found",
+            "placement.undefined_code" if version == "1.39" else None)
+    assert "vary" not in resp.headers
+    assert resp.headers["openstack-api-version"] == f"placement {version}"
+    # The same body to a provider that exists: the body's 400.
+    known = client.create_provider("known")["uuid"]
+    path = f"/resource_providers/{known}"
+    resp = client.put(path, raw=body, version=version,
+                      headers={"Content-Type": "application/json"}) \
+        if isinstance(body, str) else client.put(path, body, version=version)
+    assert resp.status == 400, resp
+
+
 def test_tree_changes_allowed_before_1_37(client, tree):
     def update(name: str, **change: str | None) -> None:
         resp = client.put(f"/resource_providers/{tree[name]}", {"name": name, **change},

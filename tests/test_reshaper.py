@@ -157,3 +157,22 @@ def test_a_record_under_a_key_that_is_no_class_is_refused(client, tree, records,
     resp = client.post("/reshaper", body, version="1.30", headers=SERVICE)
     assert resp.status == 400, resp
     assert text in resp.detail
+
+
+def test_every_generation_is_checked_before_any_record(client, database, tree):
+    """As upstream: a stale generation anywhere is a 409, even when an earlier
+    provider's records would be refused (here reserved > total)."""
+    cn, numa = tree
+    before = state(database)
+    body = _move_vcpu(cn, numa, numa_generation=5)
+    body["inventories"][cn]["inventories"]["DISK_GB"]["reserved"] = 200
+    resp = client.post("/reshaper", body, version="1.30", headers=SERVICE)
+    assert resp.status == 409, resp
+    assert resp.error_code == errors.CONCURRENT_UPDATE
+    assert f"generation conflict for provider {numa}: actual: 0, given: 5" in resp.detail
+    # With every generation current, the record is judged: reserved > total.
+    body["inventories"][numa]["resource_provider_generation"] = 0
+    resp = client.post("/reshaper", body, version="1.30", headers=SERVICE)
+    assert resp.status == 400, resp
+    assert "reserved value is greater than total" in resp.detail
+    assert state(database) == before

@@ -140,6 +140,10 @@ def _find(source: Source, request: CandidateRequest, settings: Settings,
     """``find``, and which path it took."""
     names = source.resolve(request)
     class_names = {rc_id: name for name, rc_id in names.classes.items()}
+    if resolved.refuse_unknown(request, names, _UpstreamStops(source, request, budget)):
+        LOG.debug("candidates: upstream finds nothing before it meets the unknown name: "
+                  "no candidates")
+        return "none", Result(class_names=class_names)
     groups = [resolved.group_ids(group, names) for group in request.groups]
     for group, spec in zip(groups, request.groups, strict=True):
         LOG.debug("candidates: %s", spec.describe())
@@ -190,6 +194,32 @@ def _find(source: Source, request: CandidateRequest, settings: Settings,
         uuids.update(tail.provider_uuids(named - uuids.keys()))
     return path, Result(candidates=candidates, summaries=summary_of,
                         class_names=class_names, uuids=uuids)
+
+
+class _UpstreamStops:
+    """``resolved.Stops`` for one request: the source's answers, and each group
+    searched alone (as upstream searches each before it reads the next)."""
+
+    def __init__(self, source: Source, request: CandidateRequest, budget: Budget) -> None:
+        self.source = source
+        self.request = request
+        self.budget = budget
+
+    def roots_match(self, roots: resolved.Roots) -> bool:
+        return self.source.roots_match(roots)
+
+    def aggregates_match(self, member_of: tuple[frozenset[int], ...]) -> bool:
+        return self.source.aggregates_match(member_of)
+
+    def group_finds(self, index: int) -> bool:
+        # Upstream's per-group candidates know nothing of the rules between
+        # groups, nor (before 1.29) of one provider per tree: those apply after.
+        request = self.request
+        alone = CandidateRequest(groups=(request.groups[index],), limit=1,
+                                 root_required=request.root_required,
+                                 root_forbidden=request.root_forbidden)
+        _, result = _find(self.source, alone, Settings(), None, self.budget, None)
+        return bool(result.candidates)
 
 
 def _single(source: Source, group: GroupIds, request: CandidateRequest,

@@ -46,7 +46,12 @@ from allotment.candidates.budget import Budget
 from allotment.candidates.engine import Result, SearchObserver
 from allotment.candidates.model import ReadModel, State
 from allotment.candidates.request import CandidateRequest, RequestGroup, Settings
-from allotment.candidates.resolved import GroupIds, group_ids
+from allotment.candidates.resolved import (
+    GroupIds,
+    group_ids,
+    unknown_classes,
+    unknown_traits,
+)
 from allotment.candidates.sources import ModelSource
 from allotment.db.engine import Database
 from allotment.ledger.capacity import InventoryWithUsage
@@ -57,7 +62,7 @@ LOG = logging.getLogger(__name__)
 WHOLE_REQUEST = "*"
 
 # Every ``filter`` a reason may name.
-FILTERS = ("unknown_aggregate", "unknown_in_tree", "in_tree", "member_of",
+FILTERS = ("unknown_name", "unknown_aggregate", "unknown_in_tree", "in_tree", "member_of",
            "forbidden_aggregate", "required_trait", "forbidden_trait", "no_inventory",
            "capacity", "min_unit", "max_unit", "step_size", "root_required",
            "root_forbidden", "group_policy_isolate", "same_subtree", "combination", "limit")
@@ -176,6 +181,8 @@ class _Context:
     root_required: frozenset[int]
     root_forbidden: frozenset[int]
     root_rule: rules.RootTraits | None = None
+    # suffix -> the classes and traits of the group that do not exist
+    unknown_names: dict[str, list[str]] = field(default_factory=dict)
     _rules: dict[tuple[str, bool, bool], list[rules.Rule]] = field(default_factory=dict)
     _fits: dict[tuple[int, int], rules.Fits] = field(default_factory=dict)
 
@@ -443,6 +450,13 @@ def _root_filters(ctx: _Context, root: int) -> list[Reason]:
 def _impossible(ctx: _Context, request_group: RequestGroup, group: GroupIds) -> Reason:
     """The reason every tree gets for a group that can match nothing anywhere."""
     suffix = group.suffix
+    unknown = ctx.unknown_names.get(suffix)
+    if unknown:
+        # Only asked when the engine answered without refusing it: upstream
+        # found nothing before it read this group (``resolved.refuse_unknown``).
+        return Reason(suffix, "unknown_name", f"no such resource class or trait: "
+                      f"{', '.join(unknown)} (the request is not refused: as upstream, an "
+                      "earlier filter or group found nothing first)")
     if not group.possible and request_group.in_tree and group.tree_root is None:
         return Reason(suffix, "unknown_in_tree", f"in_tree provider {request_group.in_tree} "
                       "does not exist")
@@ -678,6 +692,7 @@ def _plural(n: int, word: str) -> str:
 
 
 _SUMMARIES = {
+    "unknown_name": "the group names a class or trait that does not exist",
     "unknown_aggregate": "member_of names only aggregates that do not exist",
     "unknown_in_tree": "the in_tree provider does not exist",
     "in_tree": "not the in_tree provider's tree",
@@ -775,7 +790,9 @@ def explain(state: State, request: CandidateRequest, result: Result,
         trait_names={trait: name for name, trait in names.traits.items()},
         aggregate_uuids={agg: uuid for uuid, agg in names.aggregates.items()},
         root_required=frozenset(names.traits[n] for n in request.root_required),
-        root_forbidden=frozenset(names.traits[n] for n in request.root_forbidden))
+        root_forbidden=frozenset(names.traits[n] for n in request.root_forbidden),
+        unknown_names={g.suffix: [*unknown_classes(g, names), *unknown_traits(g, names)]
+                       for g in request.groups})
     if ctx.root_required or ctx.root_forbidden:
         ctx.root_rule = rules.RootTraits(ctx.root_required, ctx.root_forbidden, state)
     steps, passing = _steps(ctx)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import os_traits
 
@@ -38,22 +38,82 @@ class NameIds:
     layout: Layout = Layout(has_trees=False, spread_possible=False)
 
 
-def refuse_unknown(request: CandidateRequest, names: NameIds) -> None:
-    """``UnknownTraits`` / ``UnknownResourceClass`` for the first unknown name.
+class Stops(Protocol):
+    """What the source and the engine tell ``refuse_unknown`` about the cloud."""
 
-    The order upstream finds them in: root_required, then group by group
-    its classes and its traits.
+    def roots_match(self, roots: Roots) -> bool:
+        """Some root provider passes root_required."""
+
+    def aggregates_match(self, member_of: tuple[frozenset[int], ...]) -> bool:
+        """Some provider is itself in an aggregate of every any-of set."""
+
+    def group_finds(self, index: int) -> bool:
+        """Request group ``index`` alone (with root_required) has a candidate."""
+
+
+def unknown_classes(group: RequestGroup, names: NameIds) -> list[str]:
+    """The group's classes that do not exist, in the order it names them."""
+    return [rc for rc in group.resources if rc not in names.classes]
+
+
+def unknown_traits(group: RequestGroup, names: NameIds) -> list[str]:
+    """The group's required, then forbidden, traits that do not exist."""
+    traits = [n for s in group.required for n in sorted(s)] + sorted(group.forbidden)
+    return [n for n in traits if n not in names.traits]
+
+
+def member_of_ids(group: RequestGroup, names: NameIds) -> tuple[frozenset[int], ...]:
+    """``member_of`` as ids; an aggregate that does not exist is left out (a set
+    of none but those is empty: nothing is in it)."""
+    return tuple(frozenset(names.aggregates[u] for u in s if u in names.aggregates)
+                 for s in group.member_of)
+
+
+def refuse_unknown(request: CandidateRequest, names: NameIds, stops: Stops) -> bool:
+    """``UnknownTraits`` / ``UnknownResourceClass`` for the first unknown name
+    upstream meets; True when upstream finds nothing before it meets one (the
+    answer is then no candidates); False when every name exists (nothing is
+    asked of ``stops`` then).
+
+    Upstream (``AllocationCandidates._get_by_requests`` and its
+    ``RequestWideSearchContext`` / ``RequestGroupSearchContext``) resolves
+    root_required first: an unknown trait is the 400, no root with those
+    traits the empty answer. Then it takes the groups one at a time, in the
+    order their first parameter appears in the query string, and finishes
+    each before it reads the next: the group's classes (unknown: 400), its
+    member_of (no provider in the aggregates: empty answer), its required
+    and forbidden traits (unknown: 400), its in_tree (no such provider:
+    empty answer), then the group's own candidates (none: the empty answer
+    for the whole request, whatever the later groups name). At every
+    microversion alike.
     """
-    for trait in sorted(request.root_required) + sorted(request.root_forbidden):
-        if trait not in names.traits:
-            raise UnknownTraits([trait])
-    for group in request.groups:
-        for rc in group.resources:
-            if rc not in names.classes:
-                raise UnknownResourceClass(rc)
-        for trait in [n for s in group.required for n in sorted(s)] + sorted(group.forbidden):
-            if trait not in names.traits:
-                raise UnknownTraits([trait])
+    later = [bool(unknown_classes(g, names) or unknown_traits(g, names))
+             for g in request.groups]
+    root_traits = sorted(request.root_required) + sorted(request.root_forbidden)
+    unknown_root = [n for n in root_traits if n not in names.traits]
+    if not unknown_root and not any(later):
+        return False
+    if unknown_root:
+        raise UnknownTraits(unknown_root[:1])
+    if root_traits:
+        roots = Roots(required=tuple(sorted(names.traits[n] for n in request.root_required)),
+                      forbidden=tuple(sorted(names.traits[n] for n in request.root_forbidden)))
+        if not stops.roots_match(roots):
+            return True
+    for index, group in enumerate(request.groups):
+        classes = unknown_classes(group, names)
+        if classes:
+            raise UnknownResourceClass(classes[0])
+        if group.member_of and not stops.aggregates_match(member_of_ids(group, names)):
+            return True
+        traits = unknown_traits(group, names)
+        if traits:
+            raise UnknownTraits(traits[:1])
+        if group.in_tree and group.in_tree not in names.tree_roots:
+            return True
+        if any(later[index + 1:]) and not stops.group_finds(index):
+            return True
+    return False  # not reached: the last group with an unknown name raised
 
 
 @dataclass(frozen=True)
@@ -67,7 +127,8 @@ class GroupIds:
     member_of: tuple[frozenset[int], ...]
     forbidden_aggs: frozenset[int]
     tree_root: int | None
-    # False when a filter can never match (unknown aggregate, in_tree provider).
+    # False when a filter can never match (unknown aggregate, in_tree provider,
+    # class or trait).
     possible: bool = True
 
     @property
@@ -82,15 +143,20 @@ class GroupIds:
 
 
 def group_ids(group: RequestGroup, names: NameIds) -> GroupIds:
-    member_of = tuple(frozenset(names.aggregates[u] for u in s if u in names.aggregates)
-                      for s in group.member_of)
+    """The group as ids. A class or trait that does not exist makes it a group
+    that matches nothing (``refuse_unknown`` has decided what upstream does
+    before this is asked)."""
+    member_of = member_of_ids(group, names)
     tree_root = names.tree_roots.get(group.in_tree) if group.in_tree else None
-    possible = all(member_of) and (group.in_tree is None or tree_root is not None)
+    possible = all(member_of) and (group.in_tree is None or tree_root is not None) \
+        and not unknown_classes(group, names) and not unknown_traits(group, names)
     return GroupIds(
         suffix=group.suffix,
-        resources=tuple((names.classes[rc], amount) for rc, amount in group.resources.items()),
-        required=tuple(frozenset(names.traits[n] for n in s) for s in group.required),
-        forbidden=frozenset(names.traits[n] for n in group.forbidden),
+        resources=tuple((names.classes[rc], amount) for rc, amount in group.resources.items()
+                        if rc in names.classes),
+        required=tuple(frozenset(names.traits[n] for n in s if n in names.traits)
+                       for s in group.required),
+        forbidden=frozenset(names.traits[n] for n in group.forbidden if n in names.traits),
         member_of=member_of,
         forbidden_aggs=frozenset(names.aggregates[u] for u in group.forbidden_aggs
                                  if u in names.aggregates),

@@ -1,8 +1,9 @@
 """Where the engine's questions are answered: a ``model.State``.
 
 ``engine`` asks a ``Source`` a handful of questions (names to ids and the
-cloud's layout, providers that serve one group alone, match rows per group
-and class, sharing anchors, tree shapes, summaries). ``ModelSource`` answers
+cloud's layout, whether root_required or a member_of matches any provider,
+providers that serve one group alone, match rows per group and class,
+sharing anchors, tree shapes, summaries). ``ModelSource`` answers
 them from a state: the worker's read model brought up to date at the start
 of the request, or (``[allotment] candidates_source = database``) one loaded
 from the tables for this request alone.
@@ -28,13 +29,16 @@ from allotment.candidates.resolved import (
     ProviderSummary,
     Roots,
     canonical_parts,
-    refuse_unknown,
 )
 from allotment.ledger.common import STANDARD_CLASS_IDS
 
 
 class Source(Protocol):
     def resolve(self, request: CandidateRequest) -> NameIds: ...
+
+    def roots_match(self, roots: Roots) -> bool: ...
+
+    def aggregates_match(self, member_of: tuple[frozenset[int], ...]) -> bool: ...
 
     def single_trees(self, group: GroupIds, roots: Roots, limit: int | None
                      ) -> dict[int, ProviderSummary]: ...
@@ -108,8 +112,21 @@ class ModelSource:
             sharing_holds = any(not holding.isdisjoint(sharing) for holding in holders)
         names.layout = Layout(has_trees=bool(state.nested),
                               spread_possible=nested_holds or sharing_holds)
-        refuse_unknown(request, names)
         return names
+
+    # --- where upstream stops before an unknown name (``resolved.refuse_unknown``)
+
+    def roots_match(self, roots: Roots) -> bool:
+        rule = rules.root_traits(roots, self.state)
+        providers = self.state.providers
+        return rule is None or any(rule.passes(providers[root]) for root in self.state.trees)
+
+    def aggregates_match(self, member_of: tuple[frozenset[int], ...]) -> bool:
+        sets = rules.MemberOf(member_of).narrow(self.state)
+        if not sets:
+            return True
+        sets.sort(key=len)
+        return bool(set(sets[0]).intersection(*sets[1:]))
 
     # --- filters: the rule book's, on this state ----------------------------
 

@@ -15,7 +15,7 @@ from allotment.http import render
 from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.operations import UUID_PARAM, WRITE_REFUSALS, Operation, ok
-from allotment.http.request import json_body, require_json
+from allotment.http.request import require_json
 from allotment.ledger import aggregates, providers
 from allotment.ledger.errors import ProviderGenerationConflict
 from allotment.schemas import aggregates as schemas
@@ -36,7 +36,8 @@ class ProviderAggregates(Resource):
         "GET": Operation(
             "List a provider's aggregates", (ok(200, r.AGGREGATES),),
             rule="placement:resource_providers:aggregates:list", since="aggregates",
-            path_params=UUID_PARAM),
+            # Upstream negotiates Accept here before its version gate (406 at 1.0).
+            path_params=UUID_PARAM, accept="before_gate"),
         "PUT": Operation(
             "Replace a provider's aggregates", (ok(200, r.AGGREGATES),),
             rule="placement:resource_providers:aggregates:update", since="aggregates",
@@ -58,8 +59,7 @@ class ProviderAggregates(Resource):
         self.require_version(req)
         self.authorize(req)
         with_generation = req.context.version.has("aggregates_generation")
-        data = json_body(req)
-        self.validate_for_provider(uuid, data, self.body_schema(req))
+        data = self.body_for_provider(req, uuid, self.body_schema(req))
         uuids = data["aggregates"] if with_generation else data
         given = data["resource_provider_generation"] if with_generation else None
         with explain({ProviderGenerationConflict: lambda e: GENERATION_CHANGED}):

@@ -17,7 +17,7 @@ from allotment import errors
 from allotment.http.context import Request
 from allotment.http.microversion import Version
 from allotment.http.operations import Operation, Schema
-from allotment.http.request import validate
+from allotment.http.request import json_body
 from allotment.ledger import providers, retry
 from allotment.services import Services
 
@@ -97,15 +97,21 @@ class Resource:
             raise LookupError(f"{type(self).__name__} {req.method} names no policy rule")
         self.services.policy.authorize(req.context.identity, rule, target)
 
-    def validate_for_provider(self, uuid: str, data: Any, schema: Mapping[str, Any]) -> None:
-        """Validate a body sent to one provider's sub-resource.
+    def body_for_provider(self, req: Request, uuid: str,
+                          schema: Mapping[str, Any] | None = None) -> Any:
+        """The request's JSON body (validated against ``schema`` when given), for
+        a request addressed to provider ``uuid``.
 
-        Upstream reports a missing provider before a malformed body, so a body
-        that fails validation is refused with the provider's 404 if it is gone.
+        Upstream looks the provider up before it reads the body: a body that is
+        no JSON, or fails ``schema``, is the provider's 404 when it is gone.
         """
         try:
-            validate(data, schema)
+            return json_body(req, schema)
         except errors.BadRequest:
-            with self.db.read() as conn:
-                providers.require(conn, uuid)
+            self._require_provider(uuid)
             raise
+
+    def _require_provider(self, uuid: str) -> None:
+        """``ProviderNotFound`` (upstream's uncaught 404) unless ``uuid`` exists."""
+        with self.db.read() as conn:
+            providers.require(conn, uuid)

@@ -24,7 +24,7 @@ from allotment.http.operations import (
     Operation,
     ok,
 )
-from allotment.http.request import json_body, require_json
+from allotment.http.request import require_json
 from allotment.ledger import inventories, providers
 from allotment.ledger.errors import (
     InvalidCapacity,
@@ -106,8 +106,7 @@ class ProviderInventories(Resource):
     def on_post(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         require_json(req)
         self.authorize(req)
-        data = json_body(req)
-        self.validate_for_provider(uuid, data, self.body_schema(req))
+        data = self.body_for_provider(req, uuid, self.body_schema(req))
         inv = inventories.from_request(data["resource_class"], data)
         prefix = f"Unable to create inventory for resource provider {uuid}: "
         with explain({InvalidCapacity: lambda e: prefix + str(e),
@@ -120,8 +119,7 @@ class ProviderInventories(Resource):
     def on_put(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         require_json(req)
         self.authorize(req)
-        data = json_body(req)
-        self.validate_for_provider(uuid, data, self.body_schema(req))
+        data = self.body_for_provider(req, uuid, self.body_schema(req))
         records = [inventories.from_request(name, fields)
                    for name, fields in data["inventories"].items()]
         with explain({
@@ -176,8 +174,7 @@ class ProviderInventory(Resource):
                resource_class: str) -> None:
         require_json(req)
         self.authorize(req)
-        data = json_body(req)
-        self.validate_for_provider(uuid, data, self.body_schema(req))
+        data = self.body_for_provider(req, uuid, self.body_schema(req))
         inv = inventories.from_request(resource_class, data)
         with explain({
             ProviderGenerationConflict: lambda e: "resource provider generation conflict",

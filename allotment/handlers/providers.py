@@ -138,7 +138,7 @@ class Provider(Resource):
         require_json(req)
         self.authorize(req)
         version = req.context.version
-        data = json_body(req, self.body_schema(req))
+        data = self.body_for_provider(req, uuid, self.body_schema(req))
         with explain({DuplicateProvider: lambda e: f"Conflicting resource provider {e.value} "
                                                    "already exists."}):
             provider = self.run_write(lambda conn: providers.update(

@@ -15,7 +15,9 @@ from allotment.schemas import responses as r
 
 class Root(Resource):
     operations: ClassVar[dict[str, Operation]] = {
-        "GET": Operation("Version discovery (no token needed)", (ok(200, r.ROOT),))}
+        # Version discovery answers JSON whatever Accept says, as upstream.
+        "GET": Operation("Version discovery (no token needed)", (ok(200, r.ROOT),),
+                         accept=None)}
 
     def on_get(self, req: Request, resp: falcon.Response) -> None:
         body = {"versions": [{

@@ -89,7 +89,8 @@ class Trait(Resource):
     operations: ClassVar[dict[str, Operation]] = {
         "GET": Operation(
             "Check that a trait exists", (ok(204, NO_BODY),), rule="placement:traits:show",
-            since="traits", path_params=NAME_PARAM),
+            # No body: upstream answers whatever Accept says.
+            since="traits", path_params=NAME_PARAM, accept=None),
         "PUT": Operation(
             "Create a custom trait", (ok(201, NO_BODY, "Created", location=True),
                                       ok(204, NO_BODY, "Already there", location=True)),

@@ -1,12 +1,14 @@
 """Per-request steps shared by every endpoint (a Falcon middleware).
 
 Order: request id and identity from the WSGI layers below, then microversion
-negotiation, the Accept check and the body preconditions; on the way out the
-microversion and request-id headers.
+negotiation and the body preconditions; once the route is known, the Accept
+check where the route's operation negotiates it (``Operation.accept``); on the
+way out the microversion and request-id headers.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import falcon
@@ -16,6 +18,7 @@ from allotment import errors
 from allotment.http import microversion
 from allotment.http.context import Request
 from allotment.http.environ import IDENTITY_ENVIRON, REQUEST_ID_ENVIRON
+from allotment.http.operations import Operation
 from allotment.http.request import NUL_REFUSED, accepts_json
 
 
@@ -83,11 +86,16 @@ class PlacementMiddleware:
             # ``/resource_providers/`` and the like: no such URI upstream.
             req.context.bare_error = True
             raise falcon.HTTPNotFound()
-        # Version discovery answers JSON whatever Accept says, as upstream.
-        if req.method in ("GET", "HEAD") and req.path != "/":
+        # Accept is negotiated where the operation says (``Operation.accept``):
+        # a GET before its first microversion is the gate's 404, as upstream.
+        # HEAD has no operation (upstream answers it 405, as Falcon does).
+        if req.method == "GET" and req.context.negotiated is not None:
             accept = req.env.get("HTTP_ACCEPT")
             if accept and accept.strip() != "*/*" and not accepts_json(accept):
-                raise errors.NotAcceptable("Only application/json is provided")
+                operations: Mapping[str, Operation] = getattr(resource, "operations", {})
+                op = operations.get(req.method)
+                if op is not None and op.negotiates_accept(req.context.negotiated):
+                    raise errors.NotAcceptable("Only application/json is provided")
 
     def process_response(self, req: Request, resp: falcon.Response, resource: object,
                          req_succeeded: bool) -> None:

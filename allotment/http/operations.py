@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 from allotment.http.microversion import MAX_VERSION, MIN_VERSION, Version
 
@@ -51,6 +51,19 @@ class Operation:
     # The configuration option without which the route is not there (404 then).
     requires_option: str | None = None
     description: str | None = None
+    # When a GET whose Accept rules JSON out is refused (406), as upstream's
+    # handler decorators order it: after the version gate (a request before
+    # ``since`` is the gate's 404 first), before it, or never (the answer is
+    # sent whatever Accept says).
+    accept: Literal["after_gate", "before_gate"] | None = "after_gate"
+
+    def negotiates_accept(self, version: Version) -> bool:
+        """Is a request at ``version`` refused 406 when its Accept rules JSON out?"""
+        if self.accept is None:
+            return False
+        if self.accept == "before_gate" or self.since is None:
+            return True
+        return version.has(self.since)
 
 
 class Described(Protocol):

@@ -39,16 +39,20 @@ class NewInventory:
 def reshape(conn: sa.Connection, new_inventories: list[NewInventory],
             claims: list[allocations.Claim]) -> None:
     """One attempt at a reshape, on ``conn`` (run with ``retry.run_write``)."""
+    # As upstream: every provider is found and its generation checked before
+    # any new record is judged (a stale generation is a 409 even when another
+    # provider's records are refused).
     targets: list[tuple[providers.Provider, NewInventory]] = []
     for new in new_inventories:
         provider = providers.get(conn, new.provider_uuid)
         if provider is None:
             raise UnknownInventoryProvider(new.provider_uuid)
         providers.check_generation(provider, new.generation)
+        targets.append((provider, new))
+    for provider, new in targets:
         records = [inventories.from_request(name, data)
                    for name, data in new.inventories.items()]
         inventories.check_capacity(provider.uuid, records, reserved_may_equal_total=True)
-        targets.append((provider, new))
 
     for provider, new in targets:
         if not new.inventories:
