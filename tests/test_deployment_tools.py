@@ -7,7 +7,8 @@
   and 2025.2: ``WSGIScriptAlias / .../bin/placement-api``), and the same script
   mounted at ``/placement``;
 - uwsgi with the inis that openstack-helm, OpenStack-Ansible and kolla-ansible
-  (2026.1 on) write, all naming ``placement.wsgi.api:application``;
+  (2026.1 on) write, all naming ``placement.wsgi.api:application``, and with
+  upstream's install guide's ``--wsgi-file .../placement-api``;
 - devstack's arrangement: Apache's mod_proxy_uwsgi passing ``/placement`` to
   uwsgi on a unix socket;
 - ``placement-api`` run as a program (pbr's test server).
@@ -665,6 +666,20 @@ static-map = /static=/var/lib/kolla/venv/lib/python3/site-packages/static
     base = f"http://127.0.0.1:{port}"
     deployment.start("uwsgi", [str(BIN / "uwsgi"), str(ini)], base + "/",
                      (deployment.dir / "logs" / "placement-api-uwsgi.log",))
+    _exercise(base)
+
+
+def test_install_guide_uwsgi_wsgi_file(deployment: _Deployment) -> None:
+    """Upstream's install guide from PyPI (doc/source/install/from-pypi.rst), which
+    still names the script: ``uwsgi -M --http :8778 --wsgi-file
+    /usr/local/bin/placement-api --processes 2 --threads 10``. Changed: the
+    address, and the script's directory (this venv's)."""
+    _require(_uwsgi_missing())
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    deployment.start("uwsgi", [str(BIN / "uwsgi"), "-M", "--http", f"127.0.0.1:{port}",
+                               "--wsgi-file", str(BIN / "placement-api"),
+                               "--processes", "2", "--threads", "10"], base + "/")
     _exercise(base)
 
 
