@@ -27,6 +27,7 @@ address other than loopback.
 from __future__ import annotations
 
 import argparse
+import signal
 import socketserver
 import sys
 from collections.abc import Callable, Iterable
@@ -70,6 +71,10 @@ def _app_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def serve(argv: list[str]) -> int:
     """Run as a program: serve the API (one process, a thread per request) until
     interrupted."""
@@ -98,6 +103,7 @@ def serve(argv: list[str]) -> int:
     print(f"{PROG}: serving the Placement API on http://{host}:{server.server_port}/ "
           "(a test server: in production use mod_wsgi, uwsgi or allotment serve)",
           flush=True)
+    signal.signal(signal.SIGTERM, _interrupt)  # a service manager's stop: as ^C
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -209,6 +209,30 @@ def test_status_exit_codes(tmp_path: Path) -> None:
     assert _run(BIN / "placement-status").returncode == 2  # no command: argparse
 
 
+_LIGHT_SCRIPT = """
+import json, sys
+from allotment import manage, upgradecheck
+conf = ["--config-file", sys.argv[1]]
+codes = [manage.main([*conf, "db", "sync"]),
+         manage.main([*conf, "db", "online_data_migrations"]),
+         upgradecheck.main([*conf, "upgrade", "check"])]
+print(json.dumps({"codes": codes, "modules": sorted(sys.modules)}))
+"""
+
+
+def test_commands_do_not_load_the_web_stack(tmp_path: Path) -> None:
+    """Jobs that only migrate (helm's db-sync, kolla's bootstrap) import the database layer."""
+    from tests.test_cli import WEB_STACK
+
+    conf = _write_conf(tmp_path, f"sqlite:///{tmp_path}/light.sqlite")
+    out = subprocess.run([sys.executable, "-c", _LIGHT_SCRIPT, str(conf)], env=_env(),
+                         capture_output=True, text=True, check=True).stdout
+    result = json.loads(out.splitlines()[-1])
+    assert result["codes"] == [0, 0, 0]
+    assert [name for name in result["modules"]
+            if any(name == top or name.startswith(top + ".") for top in WEB_STACK)] == []
+
+
 def _legacy_rows(url: str) -> None:
     """What an old release left: two providers without root ids, one consumer
     holding allocations without a consumers row."""
@@ -737,3 +761,6 @@ def test_placement_api_run_as_a_program(deployment: _Deployment) -> None:
                                        "--port", str(port), "--", "--config-file",
                                        str(deployment.conf)], base + "/")
     _exercise(base)
+    server = deployment.processes[-1].process
+    server.send_signal(signal.SIGTERM)
+    assert server.wait(timeout=30) == 0
