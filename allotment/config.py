@@ -171,16 +171,35 @@ def default_config_files() -> list[str]:
     return [path for path in candidates if os.path.exists(path)][:1]
 
 
+def default_config_dirs() -> list[str]:
+    """The ``placement.conf.d`` directory upstream's service reads when no file is named.
+
+    oslo.config's own search (``~/.placement/``, ``~/``, ``/etc/placement/``,
+    ``/etc/``; the first found): openstack-helm, for one, mounts the
+    ``[keystone_authtoken]`` credentials as a snippet in
+    ``/etc/placement/placement.conf.d/``.
+    """
+    return list(dict.fromkeys(cfg.find_config_dirs(project="placement", prog="placement")))
+
+
 def load(
     config_files: list[str] | None = None,
     config_dirs: list[str] | None = None,
     overrides: dict[str, dict[str, object]] | None = None,
 ) -> cfg.ConfigOpts:
-    """Build a fresh ConfigOpts (never the global one) from files and env."""
+    """Build a fresh ConfigOpts (never the global one) from files and env.
+
+    Without ``config_files``: upstream's places (``default_config_files``), and
+    unless ``config_dirs`` names some, the ``placement.conf.d`` it finds
+    (``default_config_dirs``).
+    """
     conf = cfg.ConfigOpts()
     register_opts(conf)
     args: list[str] = []
-    for path in config_files if config_files is not None else default_config_files():
+    if config_files is None:
+        config_files = default_config_files()
+        config_dirs = config_dirs or default_config_dirs()
+    for path in config_files:
         args += ["--config-file", path]
     for path in config_dirs or []:
         args += ["--config-dir", path]

@@ -46,6 +46,13 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
             command.upgrade(_config(conn), revision)
 
 
+def stamp(engine: Engine, revision: str) -> None:
+    """Record ``revision`` as the schema's without running any migration
+    (alembic's ``CommandError`` when no such revision exists)."""
+    with write_transaction(engine) as conn:
+        command.stamp(_config(conn), revision)
+
+
 def current(engine: Engine) -> str | None:
     with engine.connect() as conn:
         ctx = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
