@@ -624,3 +624,17 @@ def test_explain_judges_the_state_that_answered(client, database):
         if name is not None:
             assert name in out
             assert {reason["filter"] for reason in out[name]} == expected_filters
+
+
+def test_same_subtree_with_a_sharing_provider_among_the_options(client):
+    """A granular group a sharing provider of another tree can serve, under
+    same_subtree: the sharing provider's own tree is walked for its ancestry."""
+    cloud = Cloud(client)
+    cloud.provider("cn", aggregates=["a"])
+    cloud.provider("numa", parent="cn", VCPU=4)
+    cloud.provider("ss", DISK_GB=100, traits=[SHARES], aggregates=["a"])
+    body = explain(cloud, version="1.36", resources_C="VCPU:1", resources_D="DISK_GB:1",
+                   same_subtree="_C,_D", group_policy="none", explain_limit="10")
+    assert body["allocation_requests"] == []
+    reasons = {(r["group"], r["filter"]) for r in excluded(body)["cn"]}
+    assert ("_C,_D", "same_subtree") in reasons

@@ -510,8 +510,10 @@ def _between_groups(ctx: _Context, root: int, judged: list[tuple[GroupIds, _Judg
             continue
         members = sorted(subtree)
         # One chosen provider must be an ancestor (or itself) of all the others.
+        # Options may be sharing providers of other trees: their trees count too.
+        trees = {cloud.providers[rp].root for s in members for rp in options_of[s]}
         ancestors = search.ancestors({rp: cloud.providers[rp].parent
-                                      for rp in cloud.trees[root]})
+                                      for tree in trees for rp in cloud.trees[tree]})
         if not any(all(any(top in ancestors[rp] for rp in options_of[s]) for s in members)
                    for first in members for top in options_of[first]):
             found.append(Reason(",".join(members), "same_subtree", f"no provider of {name} "
