@@ -1,0 +1,320 @@
+"""The rule book: every filter of an allocation-candidates request, once.
+
+Each rule is a named test of one provider of the read model's ``State``
+(``model.Provider``: its traits, aggregates, inventories and root). It says
+whether the provider passes (``passes``, the engine's hot path) and, asked in
+trace mode, why not (``why_not``: the ``Refusal``s, with the ids and numbers
+that decided). The engine (``sources.ModelSource``) selects providers with
+``passes``, and with ``narrow``, the same test on the state's indexes for
+whole sets at once; explain runs ``why_not`` on the very state that answered
+and only words the refusals. A rule changed here changes both.
+
+Rules between providers of a tree and between groups (the unsuffixed group's
+traits from several providers, ``group_policy=isolate``, ``same_subtree``, one
+provider per tree before 1.29) are in ``search.Rules``; the capacity rule
+itself is ``ledger.capacity.fits``, which the claim uses too.
+
+The filter names are those explain reports (``explain.FILTERS``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from allotment.candidates.model import Provider, State
+from allotment.candidates.resolved import GroupIds, Roots
+from allotment.ledger import capacity
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why one provider fails one rule."""
+
+    filter: str
+    # The traits or aggregates that decided: a forbidden one present, or the
+    # any-of sets none of which is met (one set per required entry).
+    sets: tuple[frozenset[int], ...] = ()
+    # For the capacity and unit rules: requested, capacity, used, free,
+    # min_unit, max_unit, step_size, as they apply.
+    numbers: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def ids(self) -> frozenset[int]:
+        return frozenset().union(*self.sets)
+
+
+class Rule(Protocol):
+    @property
+    def filter(self) -> str: ...
+
+    def passes(self, provider: Provider) -> bool: ...
+
+    def why_not(self, provider: Provider) -> list[Refusal]: ...
+
+
+def _met(have: frozenset[int], sets: tuple[frozenset[int], ...]) -> bool:
+    """Every any-of set meets ``have``."""
+    # A loop, not all(): this runs per provider in the engine's hottest path.
+    for any_of in sets:  # noqa: SIM110
+        if have.isdisjoint(any_of):
+            return False
+    return True
+
+
+def _union(index: Mapping[int, set[int]], keys: frozenset[int]) -> set[int]:
+    if len(keys) == 1:
+        return index.get(next(iter(keys)), _EMPTY)
+    return set().union(*(index.get(key, _EMPTY) for key in keys))
+
+
+_EMPTY: set[int] = set()
+
+
+# --- traits and aggregates of the provider itself --------------------------------
+
+@dataclass(frozen=True, slots=True)
+class RequiredTraits:
+    """``required``: for each entry, the provider has one of its traits."""
+
+    sets: tuple[frozenset[int], ...]
+    filter: str = "required_trait"
+
+    def passes(self, provider: Provider) -> bool:
+        return _met(provider.traits, self.sets)
+
+    def met_by(self, traits: frozenset[int]) -> bool:
+        """The rule holds for ``traits`` (the unsuffixed group's: those of every
+        provider it takes from in a tree together)."""
+        return _met(traits, self.sets)
+
+    def why_not(self, provider: Provider) -> list[Refusal]:
+        return self.unmet(provider.traits)
+
+    def unmet(self, traits: frozenset[int]) -> list[Refusal]:
+        missing = tuple(s for s in self.sets if traits.isdisjoint(s))
+        return [Refusal(self.filter, missing)] if missing else []
+
+    def narrow(self, state: State) -> list[set[int]]:
+        """The providers of each entry (the passing ones are in all of them)."""
+        return [_union(state.with_trait, any_of) for any_of in self.sets]
+
+
+@dataclass(frozen=True, slots=True)
+class ForbiddenTraits:
+    """``required=!T``: the provider has none of these traits."""
+
+    traits: frozenset[int]
+    filter: str = "forbidden_trait"
+
+    def passes(self, provider: Provider) -> bool:
+        return provider.traits.isdisjoint(self.traits)
+
+    def why_not(self, provider: Provider) -> list[Refusal]:
+        bad = provider.traits & self.traits
+        return [Refusal(self.filter, (bad,))] if bad else []
+
+    def excluded(self, state: State) -> set[int]:
+        return _union(state.with_trait, self.traits)
+
+
+@dataclass(frozen=True, slots=True)
+class MemberOf:
+    """``member_of``: for each entry, the provider is in one of its aggregates
+    (``with_root``: or its root is, as for the unsuffixed group's own tree)."""
+
+    sets: tuple[frozenset[int], ...]
+    # Only a rule ``with_root`` needs the state (to find the root).
+    state: State | None = field(default=None, compare=False, repr=False)
+    with_root: bool = False
+    filter: str = "member_of"
+
+    def passes(self, provider: Provider) -> bool:
+        if _met(provider.aggregates, self.sets):
+            return True
+        return (self.with_root and self.state is not None
+                and _met(_root_aggregates(self.state, provider), self.sets))
+
+    def why_not(self, provider: Provider) -> list[Refusal]:
+        return [] if self.passes(provider) else [Refusal(self.filter, self.sets)]
+
+    def narrow(self, state: State) -> list[set[int]]:
+        return [_union(state.members, any_of) for any_of in self.sets]
+
+
+@dataclass(frozen=True, slots=True)
+class ForbiddenAggregates:
+    """``member_of=!in:``: the provider is in none of these aggregates."""
+
+    aggregates: frozenset[int]
+    filter: str = "forbidden_aggregate"
+
+    def passes(self, provider: Provider) -> bool:
+        return provider.aggregates.isdisjoint(self.aggregates)
+
+    def why_not(self, provider: Provider) -> list[Refusal]:
+        bad = provider.aggregates & self.aggregates
+        return [Refusal(self.filter, (bad,))] if bad else []
+
+    def excluded(self, state: State) -> set[int]:
+        return _union(state.members, self.aggregates)
+
+
+@dataclass(frozen=True, slots=True)
+class RootOutsideAggregates:
+    """The unsuffixed group's forbidden aggregates, on the tree's root."""
+
+    aggregates: frozenset[int]
+    state: State = field(compare=False, repr=False)
+    filter: str = "forbidden_aggregate"
+
+    def passes(self, provider: Provider) -> bool:
+        return _root_aggregates(self.state, provider).isdisjoint(self.aggregates)
+
+    def why_not(self, provider: Provider) -> list[Refusal]:
+        bad = _root_aggregates(self.state, provider) & self.aggregates
+        return [Refusal(self.filter, (bad,))] if bad else []
+
+
+@dataclass(frozen=True, slots=True)
+class InTree:
+    """``in_tree``: the provider is in the tree of this root."""
+
+    root: int
+    filter: str = "in_tree"
+
+    def passes(self, provider: Provider) -> bool:
+        return provider.root == self.root
+
+    def why_not(self, provider: Provider) -> list[Refusal]:
+        return [] if provider.root == self.root else [Refusal(self.filter)]
+
+    def narrow(self, state: State) -> list[set[int]]:
+        return [state.trees.get(self.root, _EMPTY)]
+
+
+@dataclass(frozen=True, slots=True)
+class RootTraits:
+    """``root_required``, request-wide: the provider's root has every required
+    trait and none of the forbidden ones."""
+
+    required: frozenset[int]
+    forbidden: frozenset[int]
+    state: State = field(compare=False, repr=False)
+    filter: str = "root_required"
+
+    def passes(self, provider: Provider) -> bool:
+        traits = _root_traits(self.state, provider)
+        return self.required <= traits and traits.isdisjoint(self.forbidden)
+
+    def why_not(self, provider: Provider) -> list[Refusal]:
+        traits = _root_traits(self.state, provider)
+        found = []
+        missing = self.required - traits
+        if missing:
+            found.append(Refusal("root_required", (missing,)))
+        bad = self.forbidden & traits
+        if bad:
+            found.append(Refusal("root_forbidden", (bad,)))
+        return found
+
+
+def root_traits(roots: Roots, state: State) -> RootTraits | None:
+    if not roots:
+        return None
+    return RootTraits(frozenset(roots.required), frozenset(roots.forbidden), state)
+
+
+def _root_aggregates(state: State, provider: Provider) -> frozenset[int]:
+    root = state.providers.get(provider.root)
+    return root.aggregates if root is not None else frozenset()
+
+
+def _root_traits(state: State, provider: Provider) -> frozenset[int]:
+    root = state.providers.get(provider.root)
+    return root.traits if root is not None else frozenset()
+
+
+# --- capacity -----------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Fits:
+    """``resources=RC:amount``: the provider has an inventory of the class with
+    room for the amount, within its unit rules (``capacity.fits``)."""
+
+    class_id: int
+    amount: int
+    filter: str = "capacity"
+
+    def passes(self, provider: Provider) -> bool:
+        inventory = provider.inventories.get(self.class_id)
+        return inventory is not None and inventory.fits(self.amount)
+
+    def why_not(self, provider: Provider) -> list[Refusal]:
+        inventory = provider.inventories.get(self.class_id)
+        if inventory is None:
+            return [Refusal("no_inventory")]
+        if inventory.fits(self.amount):
+            return []
+        amount = self.amount
+        found = []
+        if not capacity.amount_allowed(amount, inventory.min_unit, inventory.max_unit,
+                                       inventory.step_size):
+            if amount < inventory.min_unit:
+                found.append(Refusal("min_unit", numbers=(
+                    ("requested", amount), ("min_unit", inventory.min_unit))))
+            if amount > inventory.max_unit:
+                found.append(Refusal("max_unit", numbers=(
+                    ("requested", amount), ("max_unit", inventory.max_unit))))
+            if amount % inventory.step_size:
+                found.append(Refusal("step_size", numbers=(
+                    ("requested", amount), ("step_size", inventory.step_size))))
+        free = inventory.free
+        if amount > free:
+            found.append(Refusal("capacity", numbers=(
+                ("requested", amount), ("capacity", inventory.capacity),
+                ("used", inventory.used), ("free", free))))
+        return found
+
+
+# --- a group's rules ---------------------------------------------------------------
+
+def provider_rules(group: GroupIds) -> list[Rule]:
+    """A granular (or resourceless) group's traits and aggregates: each must hold
+    on the one provider that serves the group."""
+    rules: list[Rule] = []
+    if group.required:
+        rules.append(RequiredTraits(group.required))
+    if group.forbidden:
+        rules.append(ForbiddenTraits(group.forbidden))
+    if group.member_of:
+        rules.append(MemberOf(group.member_of))
+    if group.forbidden_aggs:
+        rules.append(ForbiddenAggregates(group.forbidden_aggs))
+    return rules
+
+
+def unsuffixed_exclusions(group: GroupIds) -> list[Rule]:
+    """The unsuffixed group's filters that exclude a provider wherever it serves:
+    forbidden traits and aggregates of its own (required traits count for the
+    tree, in ``search.Rules``)."""
+    rules: list[Rule] = []
+    if group.forbidden:
+        rules.append(ForbiddenTraits(group.forbidden))
+    if group.forbidden_aggs:
+        rules.append(ForbiddenAggregates(group.forbidden_aggs))
+    return rules
+
+
+def unsuffixed_local(group: GroupIds, state: State) -> list[Rule]:
+    """The unsuffixed group's filters on a provider serving its own tree: it or
+    its root in the member_of aggregates, its root outside the forbidden ones.
+    (A sharing provider serving other trees is judged by its aggregates
+    instead.)"""
+    rules: list[Rule] = []
+    if group.member_of:
+        rules.append(MemberOf(group.member_of, state, with_root=True))
+    if group.forbidden_aggs:
+        rules.append(RootOutsideAggregates(group.forbidden_aggs, state))
+    return rules

@@ -1,0 +1,370 @@
+"""Combining request groups into candidates, lazily, one tree at a time.
+
+Pure functions over plain data (provider ids, class ids, amounts): no SQL,
+no HTTP. The source has already found, with the rule book (``rules``), for
+every request group the providers that can serve it on their own; here we
+pick one provider per
+*slot* so that everything fits together:
+
+* a suffixed (granular) group is one slot: one provider serves all of it;
+* the unsuffixed group is one slot per resource class: each class may come
+  from a different provider of the tree (or a sharing provider).
+
+For each anchor tree a depth-first search assigns slots in fail-first order
+(fewest options first), checking as it goes the capacity of providers that
+serve several slots, ``group_policy=isolate``, the pre-1.29 "one provider per
+tree" rule, the unsuffixed group's required traits and ``same_subtree``.
+Forward checking drops a branch as soon as a later slot has no option left,
+and a cheap per-tree pre-check (capacity sums, an isolate matching) skips
+trees that cannot work, so a tree with many identical children yields its
+first candidates at once instead of enumerating permutations. Candidates
+come out as a generator: the caller stops after ``limit`` of them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One choice to make in a tree: which provider serves these amounts."""
+
+    suffix: str
+    # (class id, amount) taken from the chosen provider; empty for a
+    # resourceless group (it only names a provider for the mappings).
+    amounts: tuple[tuple[int, int], ...]
+    options: tuple[int, ...]
+    granular: bool
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Request-wide constraints and the provider facts they need."""
+
+    # (provider, class) -> the most this candidate may take: the free
+    # capacity, capped by max_unit (upstream's final capacity check).
+    room: dict[tuple[int, int], int]
+    isolate: bool = False
+    # Before 1.29: two providers of one tree may not both give resources.
+    one_provider_per_tree: bool = False
+    root_of: dict[int, int] = field(default_factory=dict)
+    # Unsuffixed group: trait bit masks; every mask must meet the union of
+    # the traits of the providers chosen for its classes.
+    unsuffixed_required: tuple[int, ...] = ()
+    trait_bits: dict[int, int] = field(default_factory=dict)
+    # Each set of suffixes must be served inside one provider's subtree.
+    same_subtrees: tuple[frozenset[str], ...] = ()
+    # provider -> itself and all its ancestors (only for same_subtree).
+    ancestors: dict[int, frozenset[int]] = field(default_factory=dict)
+
+
+class Candidate(NamedTuple):
+    """One allocation request: what to take from whom, and who serves which group.
+
+    A NamedTuple, not a frozen dataclass: the single-provider path makes
+    thousands per request and this is several times cheaper to build.
+    """
+
+    allocations: dict[int, dict[int, int]]
+    mappings: dict[str, tuple[int, ...]]
+    # Roots of the providers in ``allocations`` (their trees are summarised).
+    roots: tuple[int, ...] = ()
+
+    def key(self) -> tuple:
+        """Identity for de-duplication: the same claims and the same mappings."""
+        return (frozenset((rp, rc, amount) for rp, by_rc in self.allocations.items()
+                          for rc, amount in by_rc.items()),
+                frozenset((suffix, frozenset(rps)) for suffix, rps in self.mappings.items()))
+
+
+def feasible(slots: list[Slot], rules: Rules) -> bool:
+    """Cheap necessary conditions, checked before searching a tree."""
+    if any(not slot.options for slot in slots):
+        return False
+    demand: dict[int, int] = {}
+    takers: dict[int, int] = {}
+    smallest: dict[int, int] = {}
+    suppliers: dict[int, set[int]] = {}
+    for slot in slots:
+        for rc, amount in slot.amounts:
+            demand[rc] = demand.get(rc, 0) + amount
+            takers[rc] = takers.get(rc, 0) + 1
+            smallest[rc] = min(smallest.get(rc, amount), amount)
+            suppliers.setdefault(rc, set()).update(slot.options)
+    for rc, total in demand.items():
+        if takers[rc] == 1:
+            continue  # the database checked a single taker's room
+        rooms = [max(rules.room.get((rp, rc), 0), 0) for rp in suppliers[rc]]
+        if total > sum(rooms):
+            LOG.debug("tree skipped: %d of class %d requested, %d available",
+                      total, rc, sum(rooms))
+            return False
+        # Each taker needs at least the smallest amount from one provider.
+        if takers[rc] > sum(room // smallest[rc] for room in rooms):
+            LOG.debug("tree skipped: %d groups want class %d, too few fit", takers[rc], rc)
+            return False
+    if rules.isolate:
+        granular = [slot.options for slot in slots if slot.granular]
+        if len(granular) > 1 and matching_size(granular) < len(granular):
+            LOG.debug("tree skipped: %d isolated groups cannot get distinct providers",
+                      len(granular))
+            return False
+    return True
+
+
+def matching_size(option_lists: Sequence[Sequence[int]]) -> int:
+    """Largest assignment of distinct providers to slots (augmenting paths)."""
+    owner: dict[int, int] = {}
+
+    def augment(slot: int, seen: set[int]) -> bool:
+        for rp in option_lists[slot]:
+            if rp in seen:
+                continue
+            seen.add(rp)
+            if rp not in owner or augment(owner[rp], seen):
+                owner[rp] = slot
+                return True
+        return False
+
+    return sum(1 for slot in range(len(option_lists)) if augment(slot, set()))
+
+
+def tree_candidates(slots: list[Slot], rules: Rules,  # noqa: C901 (closures, see below)
+                    step: Callable[[], None] | None = None) -> Iterator[Candidate]:
+    """Every way to fill ``slots`` (one anchor tree) that meets ``rules``.
+
+    ``step`` is called at every node of the walk (the request's budget:
+    it raises to stop a search that has run too long).
+    """
+    if not feasible(slots, rules):
+        return
+    # Fail first: the slot with the fewest options decides earliest.
+    slots = sorted(slots, key=lambda slot: len(slot.options))
+    count = len(slots)
+    option_sets = [frozenset(slot.options) for slot in slots]
+    room = rules.room
+    # The walk's state: what is taken from whom, who fills each position, the
+    # providers of isolated groups, and (before 1.29) the one giver per tree.
+    # Kept in the closures below, not an object: the walk's inner steps run at
+    # every node, and cell variables are cheaper there than attributes.
+    taken: dict[tuple[int, int], int] = {}
+    chosen: list[int] = [0] * count
+    isolated: set[int] = set()
+    tree_giver: dict[int, list[int]] = {}  # root -> [provider, number of slots]
+
+    unsuffixed_at = [i for i, slot in enumerate(slots) if not slot.granular]
+    trait_check_at = unsuffixed_at[-1] if unsuffixed_at and rules.unsuffixed_required else -1
+    subtree_checks = _subtree_checks(slots, rules.same_subtrees)
+
+    def fits(pos: int, rp: int) -> bool:
+        slot = slots[pos]
+        if slot.granular and rules.isolate and rp in isolated:
+            return False
+        for rc, amount in slot.amounts:
+            already = taken.get((rp, rc))
+            if already and already + amount > room[(rp, rc)]:
+                return False
+        if rules.one_provider_per_tree and slot.amounts:
+            giver = tree_giver.get(rules.root_of[rp])
+            if giver is not None and giver[0] != rp:
+                return False
+        return True
+
+    def place(pos: int, rp: int) -> None:
+        slot = slots[pos]
+        chosen[pos] = rp
+        if slot.granular and rules.isolate:
+            isolated.add(rp)
+        for rc, amount in slot.amounts:
+            taken[(rp, rc)] = taken.get((rp, rc), 0) + amount
+        if rules.one_provider_per_tree and slot.amounts:
+            giver = tree_giver.setdefault(rules.root_of[rp], [rp, 0])
+            giver[1] += 1
+
+    def unplace(pos: int, rp: int) -> None:
+        slot = slots[pos]
+        if slot.granular and rules.isolate:
+            isolated.discard(rp)
+        for rc, amount in slot.amounts:
+            left = taken[(rp, rc)] - amount
+            if left:
+                taken[(rp, rc)] = left
+            else:
+                del taken[(rp, rc)]
+        if rules.one_provider_per_tree and slot.amounts:
+            root = rules.root_of[rp]
+            giver = tree_giver[root]
+            giver[1] -= 1
+            if not giver[1]:
+                del tree_giver[root]
+
+    def later_slots_viable(pos: int, rp: int) -> bool:
+        # Only slots that could use ``rp`` lost anything with this choice
+        # (before 1.29 a choice also closes the rest of its tree: check all).
+        for later in range(pos + 1, count):
+            if not rules.one_provider_per_tree and rp not in option_sets[later]:
+                continue
+            if fits(later, rp):
+                continue
+            # Scan from the end: the early options are the ones in use.
+            if not any(fits(later, other) for other in reversed(slots[later].options)):
+                return False
+        return True
+
+    def checks_pass(pos: int) -> bool:
+        if pos == trait_check_at:
+            have = 0
+            for i in unsuffixed_at:
+                have |= rules.trait_bits.get(chosen[i], 0)
+            if not all(have & mask for mask in rules.unsuffixed_required):
+                return False
+        for positions in subtree_checks.get(pos, ()):
+            if not in_one_subtree({chosen[i] for i in positions}, rules.ancestors):
+                return False
+        return True
+
+    suffix_positions = _suffix_positions(slots)
+    root_of = rules.root_of
+
+    def walk(pos: int) -> Iterator[Candidate]:
+        if step is not None:
+            step()
+        if pos == count:
+            yield _candidate(taken, chosen, suffix_positions, root_of)
+            return
+        for rp in slots[pos].options:
+            if not fits(pos, rp):
+                continue
+            place(pos, rp)
+            if checks_pass(pos) and later_slots_viable(pos, rp):
+                yield from walk(pos + 1)
+            unplace(pos, rp)
+
+    yield from walk(0)
+
+
+def _subtree_checks(slots: list[Slot], same_subtrees: tuple[frozenset[str], ...]
+                    ) -> dict[int, list[list[int]]]:
+    """For each same_subtree rule of more than one slot, its slots' positions,
+    under the last of them (where the walk has chosen them all)."""
+    checks: dict[int, list[list[int]]] = {}
+    for suffixes in same_subtrees:
+        positions = [i for i, slot in enumerate(slots) if slot.suffix in suffixes]
+        if len(positions) > 1:
+            checks.setdefault(positions[-1], []).append(positions)
+    return checks
+
+
+def _suffix_positions(slots: list[Slot]) -> list[tuple[str, list[int]]]:
+    """Each suffix with the positions of its slots (one for a granular group)."""
+    by_suffix: dict[str, list[int]] = {}
+    for pos, slot in enumerate(slots):
+        by_suffix.setdefault(slot.suffix, []).append(pos)
+    return list(by_suffix.items())
+
+
+def _candidate(taken: dict[tuple[int, int], int], chosen: list[int],
+               suffix_positions: list[tuple[str, list[int]]],
+               root_of: dict[int, int]) -> Candidate:
+    """The candidate of a complete walk: ``taken`` by provider, the providers
+    ``chosen`` per suffix, and their roots."""
+    # Called once per candidate: tens of thousands of times for wide trees.
+    allocations: dict[int, dict[int, int]] = {}
+    for (rp, rc), amount in taken.items():
+        found = allocations.get(rp)
+        if found is None:
+            allocations[rp] = {rc: amount}
+        else:
+            found[rc] = amount
+    mappings = {suffix: (chosen[positions[0]],) if len(positions) == 1
+                else tuple(sorted({chosen[p] for p in positions}))
+                for suffix, positions in suffix_positions}
+    roots = {root_of.get(rp, rp) for rp in allocations}
+    return Candidate(allocations, mappings,
+                     (roots.pop(),) if len(roots) == 1 else tuple(sorted(roots)))
+
+
+def ancestors(parents: Mapping[int, int | None]) -> dict[int, frozenset[int]]:
+    """Each provider of ``parents`` (provider -> its parent) with all its
+    ancestors, itself included: what ``same_subtree`` is judged by."""
+    found: dict[int, frozenset[int]] = {}
+    for start in parents:
+        chain: list[int] = []
+        rp: int | None = start
+        while rp is not None and rp not in found and rp not in chain:
+            chain.append(rp)
+            rp = parents.get(rp)
+        above = found.get(rp, frozenset()) if rp is not None else frozenset()
+        for member in reversed(chain):
+            above = above | {member}
+            found[member] = above
+    return found
+
+
+def in_one_subtree(providers: set[int], ancestors: dict[int, frozenset[int]]) -> bool:
+    """True when one of ``providers`` is an ancestor (or self) of all the others."""
+    if len(providers) == 1:
+        return True
+    common = frozenset.intersection(*(ancestors[rp] for rp in providers))
+    return bool(common & providers)
+
+
+def round_robin(iterators: Iterable[Iterator[Candidate]]) -> Iterator[Candidate]:
+    """First candidate of every tree, then the second of every tree, ..."""
+    active = list(iterators)
+    while active:
+        still = []
+        for iterator in active:
+            item = next(iterator, None)
+            if item is not None:
+                yield item
+                still.append(iterator)
+        active = still
+
+
+def generate(anchors: Iterable[int], make_tree: Callable[[int], Iterator[Candidate]],
+             breadth_first: bool) -> Iterator[Candidate]:
+    """All trees' candidates, root by root (depth-first) or interleaved."""
+    if breadth_first:
+        return round_robin(make_tree(anchor) for anchor in anchors)
+    return itertools.chain.from_iterable(make_tree(anchor) for anchor in anchors)
+
+
+def unique(candidates: Iterable[Candidate]) -> Iterator[Candidate]:
+    """Drop repeats: a sharing provider's offer reached from several trees."""
+    seen: set[tuple] = set()
+    for candidate in candidates:
+        key = candidate.key()
+        if key not in seen:
+            seen.add(key)
+            yield candidate
+
+
+def select(candidates: Iterator[Candidate], limit: int | None, max_candidates: int,
+           rng: random.Random | None) -> list[Candidate]:
+    """Apply ``max_allocation_candidates``, ``limit`` and randomisation.
+
+    ``candidates`` is already in generation order (with a shuffled tree and
+    option order when ``rng`` is given). Without a cap we stop after
+    ``limit``; with a cap we draw ``limit`` at random from the capped pool,
+    as upstream does.
+    """
+    if max_candidates >= 0:
+        pool = list(itertools.islice(candidates, max_candidates))
+        if rng is not None and limit is not None and limit < len(pool):
+            return rng.sample(pool, limit)
+    else:
+        pool = list(itertools.islice(candidates, limit) if limit else candidates)
+    if limit is not None:
+        pool = pool[:limit]
+    if rng is not None:
+        rng.shuffle(pool)
+    return pool

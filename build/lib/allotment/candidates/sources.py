@@ -1,0 +1,395 @@
+"""Where the engine's questions are answered: a ``model.State``.
+
+``engine`` asks a ``Source`` a handful of questions (names to ids and the
+cloud's layout, whether root_required or a member_of matches any provider,
+providers that serve one group alone, match rows per group and class,
+sharing anchors, tree shapes, summaries). ``ModelSource`` answers
+them from a state: the worker's read model brought up to date at the start
+of the request, or (``[allotment] candidates_source = database``) one loaded
+from the tables for this request alone.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple, Protocol
+
+from allotment.candidates import rules
+from allotment.candidates.model import Provider, State
+from allotment.candidates.request import CandidateRequest
+from allotment.candidates.resolved import (
+    SHARING_TRAIT,
+    Anchor,
+    GroupIds,
+    Layout,
+    MatchFlag,
+    MatchRow,
+    NameIds,
+    ProviderSummary,
+    Roots,
+    canonical_parts,
+)
+from allotment.ledger.common import STANDARD_CLASS_IDS
+
+
+class Source(Protocol):
+    def resolve(self, request: CandidateRequest) -> NameIds: ...
+
+    def roots_match(self, roots: Roots) -> bool: ...
+
+    def aggregates_match(self, member_of: tuple[frozenset[int], ...]) -> bool: ...
+
+    def single_trees(self, group: GroupIds, roots: Roots, limit: int | None
+                     ) -> dict[int, ProviderSummary]: ...
+
+    def single_providers(self, group: GroupIds, roots: Roots, limit: int | None,
+                         rng: random.Random | None) -> list[tuple[int, int]]: ...
+
+    def match(self, groups: list[GroupIds], sharing_trait: int | None, roots: Roots,
+              unsuffixed_traits: list[int]) -> list[MatchRow]: ...
+
+    def sharing_anchors(self, providers: Iterable[int], roots: Roots,
+                        forbidden_aggs: frozenset[int]) -> dict[int, list[Anchor]]: ...
+
+    def tree_parents(self, roots: Iterable[int]) -> dict[int, int | None]: ...
+
+    def summaries(self, roots: Iterable[int] = (), providers: Iterable[int] = ()
+                  ) -> dict[int, ProviderSummary]: ...
+
+    def provider_uuids(self, ids: Iterable[int]) -> dict[int, str]: ...
+
+
+Check = Callable[[Provider], bool]
+
+
+class _Flagging(NamedTuple):
+    """How one group's match rows are flagged and kept (``ModelSource._flagging``)."""
+
+    flags_of: Callable[[Provider], int]
+    escape: Callable[[Provider, int], bool]
+    gate: Callable[[Provider, int], bool]
+
+SHARING_FLAG = MatchFlag.SHARING.value
+ROOT_OK_FLAG = MatchFlag.ROOT_OK.value
+MEMBER_FLAG = MatchFlag.MEMBER.value
+ROOT_MEMBER_FLAG = MatchFlag.ROOT_MEMBER.value
+ROOT_BAD_FLAG = MatchFlag.ROOT_BAD.value
+
+
+class ModelSource:
+    """The engine's answers from a state (see ``model``)."""
+
+    def __init__(self, state: State) -> None:
+        self.state = state
+
+    # --- names and layout ------------------------------------------------
+
+    def resolve(self, request: CandidateRequest) -> NameIds:
+        state = self.state
+        wanted = request.requested_classes()
+        names = NameIds(classes={n: STANDARD_CLASS_IDS[n] for n in wanted
+                                 if n in STANDARD_CLASS_IDS})
+        names.classes.update({n: state.class_ids[n] for n in wanted
+                              if n not in names.classes and n in state.class_ids})
+        trait_names = set(request.root_required | request.root_forbidden) | {SHARING_TRAIT}
+        for group in request.groups:
+            trait_names |= group.forbidden.union(*group.required)
+            names.aggregates.update(
+                {u: state.aggregate_ids[u] for u in group.forbidden_aggs.union(*group.member_of)
+                 if u in state.aggregate_ids})
+            if group.in_tree and group.in_tree in state.by_uuid:
+                names.tree_roots[group.in_tree] = state.providers[
+                    state.by_uuid[group.in_tree]].root
+        names.traits = {n: state.trait_ids[n] for n in trait_names if n in state.trait_ids}
+        names.sharing_trait = names.traits.get(SHARING_TRAIT)
+        classes = [state.class_ids[n] for n in wanted if n in state.class_ids]
+        holders = [state.holders.get(rc, set()) for rc in classes]
+        nested_holds = any(not holding.isdisjoint(state.nested) for holding in holders)
+        sharing_holds = False
+        if names.sharing_trait is not None:
+            sharing = state.with_trait.get(names.sharing_trait, set())
+            sharing_holds = any(not holding.isdisjoint(sharing) for holding in holders)
+        names.layout = Layout(has_trees=bool(state.nested),
+                              spread_possible=nested_holds or sharing_holds)
+        return names
+
+    # --- where upstream stops before an unknown name (``resolved.refuse_unknown``)
+
+    def roots_match(self, roots: Roots) -> bool:
+        rule = rules.root_traits(roots, self.state)
+        providers = self.state.providers
+        return rule is None or any(rule.passes(providers[root]) for root in self.state.trees)
+
+    def aggregates_match(self, member_of: tuple[frozenset[int], ...]) -> bool:
+        sets = rules.MemberOf(member_of).narrow(self.state)
+        if not sets:
+            return True
+        sets.sort(key=len)
+        return bool(set(sets[0]).intersection(*sets[1:]))
+
+    # --- filters: the rule book's, on this state ----------------------------
+
+    def _root_ok(self, roots: Roots) -> Check | None:
+        rule = rules.root_traits(roots, self.state)
+        return rule.passes if rule is not None else None
+
+    def _provider_filters(self, group: GroupIds) -> list[Check]:
+        """The group's trait and aggregate rules, each a check on one provider."""
+        return [rule.passes for rule in rules.provider_rules(group)]
+
+    # --- single providers ------------------------------------------------
+
+    def _filtered(self, group: GroupIds) -> set[int]:
+        """Providers with every class of the group that pass its trait, aggregate
+        and in_tree rules: the rules' set forms, on the state's indexes (C speed)."""
+        state = self.state
+        sets: list[set[int]] = [state.holders.get(rc, _EMPTY) for rc, _ in group.resources]
+        excluded: list[set[int]] = []
+        for rule in rules.provider_rules(group):
+            if isinstance(rule, rules.RequiredTraits | rules.MemberOf):
+                sets += rule.narrow(state)
+            elif isinstance(rule, rules.ForbiddenTraits | rules.ForbiddenAggregates):
+                excluded.append(rule.excluded(state))
+        if group.tree_root is not None:
+            sets += rules.InTree(group.tree_root).narrow(state)
+        sets.sort(key=len)
+        found = set(sets[0])
+        for other in sets[1:]:
+            found &= other
+        for other in excluded:
+            found -= other
+        return found
+
+    def _singles(self, group: GroupIds, roots: Roots, limit: int | None,
+                 rng: random.Random | None) -> list[Provider]:
+        """The group's trait, aggregate and in_tree rules (on the indexes), then
+        room for every class, then root_required, in id order (or at random)
+        until ``limit``."""
+        filtered = self._filtered(group)
+        pool = sorted(filtered) if rng is None else list(filtered)
+        root_ok = self._root_ok(roots)
+        fits = [rules.Fits(rc, amount).passes for rc, amount in group.resources]
+        providers = self.state.providers
+        found: list[Provider] = []
+        for rp in _order(pool, limit, rng):
+            provider = providers[rp]
+            for room in fits:
+                if not room(provider):
+                    break
+            else:
+                if root_ok is None or root_ok(provider):
+                    found.append(provider)
+                    if limit is not None and len(found) >= limit:
+                        break
+        return found
+
+    def single_providers(self, group: GroupIds, roots: Roots, limit: int | None,
+                         rng: random.Random | None) -> list[tuple[int, int]]:
+        return [(p.id, p.root) for p in self._singles(group, roots, limit, rng)]
+
+    def single_trees(self, group: GroupIds, roots: Roots, limit: int | None
+                     ) -> dict[int, ProviderSummary]:
+        found = self._singles(group, roots, limit, None)
+        return self.summaries(roots=[p.id for p in found])
+
+    # --- match rows ------------------------------------------------------
+
+    def match(self, groups: list[GroupIds], sharing_trait: int | None, roots: Roots,
+              unsuffixed_traits: list[int]) -> list[MatchRow]:
+        """Match rows part by part (a part: one class of one group), in provider id order."""
+        canonical = canonical_parts(groups)
+        root_ok = self._root_ok(roots)
+        rows: list[MatchRow] = []
+        part = 0
+        for group in groups:
+            flagging = self._flagging(group, sharing_trait, root_ok)
+            # A part equal to an earlier one is not asked again.
+            if not group.resources:
+                if canonical[part] == part:
+                    self._resourceless_rows(part, group, flagging, rows)
+                part += 1
+                continue
+            if group.same_provider:
+                checks = self._provider_filters(group)
+            else:
+                checks = self._unsuffixed_filters(group, flagging)
+            for rc, amount in group.resources:
+                if canonical[part] == part:
+                    self._class_rows(part, group, rc, amount, checks, flagging,
+                                     unsuffixed_traits, rows)
+                part += 1
+        return rows
+
+    def _flagging(self, group: GroupIds, sharing_trait: int | None,
+                  root_ok: Callable[[Provider], bool] | None) -> _Flagging:
+        """How one group's rows are flagged, and when root_required lets a provider in."""
+        unsuffixed = not group.same_provider
+        providers = self.state.providers
+        member = rules.MemberOf(group.member_of).passes if group.member_of else None
+        root_outside = rules.RootOutsideAggregates(group.forbidden_aggs, self.state).passes \
+            if group.forbidden_aggs else None
+
+        def flags_of(p: Provider) -> int:
+            flags = 0
+            if sharing_trait is not None and sharing_trait in p.traits:
+                flags |= SHARING_FLAG
+            if root_ok is not None and root_ok(p):
+                flags |= ROOT_OK_FLAG
+            if unsuffixed:
+                if member is not None and member(p):
+                    flags |= MEMBER_FLAG
+                root = providers.get(p.root)
+                if member is not None and root is not None and member(root):
+                    flags |= ROOT_MEMBER_FLAG
+                if root_outside is not None and not root_outside(p):
+                    flags |= ROOT_BAD_FLAG
+            return flags
+
+        def escape(p: Provider, flags: int) -> bool:
+            # A sharing provider's own root does not decide.
+            if sharing_trait is None or (not group.same_provider
+                                         and group.tree_root is not None):
+                return False
+            if not flags & SHARING_FLAG:
+                return False
+            if not group.same_provider and group.member_of:
+                return bool(flags & MEMBER_FLAG)
+            return True
+
+        def gate(p: Provider, flags: int) -> bool:
+            if root_ok is None:
+                return True
+            return bool(flags & ROOT_OK_FLAG) or escape(p, flags)
+
+        return _Flagging(flags_of, escape, gate)
+
+    def _resourceless_rows(self, part: int, group: GroupIds, flagging: _Flagging,
+                           rows: list[MatchRow]) -> None:
+        """A resourceless group's part: every provider that passes its filters."""
+        state = self.state
+        checks = self._provider_filters(group)
+        for rp in sorted(state.providers):
+            p = state.providers[rp]
+            if all(c(p) for c in checks):
+                flags = flagging.flags_of(p)
+                if flagging.gate(p, flags):
+                    rows.append(MatchRow(part, rp, p.root, None, 0, 0, flags))
+
+    def _class_rows(self, part: int, group: GroupIds, rc: int, amount: int,
+                    checks: list[Check], flagging: _Flagging, unsuffixed_traits: list[int],
+                    rows: list[MatchRow]) -> None:
+        """One (group, class) part: the holders of ``rc`` with room for ``amount``
+        that pass the group's filters, in id order (the hot loop of a search)."""
+        state = self.state
+        unsuffixed = not group.same_provider
+        flags_of, gate = flagging.flags_of, flagging.gate
+        fits = rules.Fits(rc, amount).passes
+        if group.tree_root is not None:
+            checks = [rules.InTree(group.tree_root).passes, *checks]
+        for rp in state.sorted_holders(rc):
+            p = state.providers[rp]
+            if not fits(p):
+                continue
+            if not all(c(p) for c in checks):
+                continue
+            flags = flags_of(p)
+            if not gate(p, flags):
+                continue
+            traits = 0
+            if unsuffixed:
+                for i, trait in enumerate(unsuffixed_traits):
+                    if trait in p.traits:
+                        traits |= 1 << i
+            rows.append(MatchRow(part, rp, p.root, rc, p.inventories[rc].room, traits, flags))
+
+    def _unsuffixed_filters(self, group: GroupIds, flagging: _Flagging) -> list[Check]:
+        """The unsuffixed group's rules: its exclusions anywhere; in its own tree
+        the local rules too, unless the provider shares across trees."""
+        checks: list[Check] = [rule.passes for rule in rules.unsuffixed_exclusions(group)]
+        local = [rule.passes for rule in rules.unsuffixed_local(group, self.state)]
+        if local:
+            escape, flags_of = flagging.escape, flagging.flags_of
+            checks.append(lambda p: all(c(p) for c in local) or escape(p, flags_of(p)))
+        return checks
+
+    # --- sharing, trees, summaries -----------------------------------------
+
+    def sharing_anchors(self, providers: Iterable[int], roots: Roots,
+                        forbidden_aggs: frozenset[int]) -> dict[int, list[Anchor]]:
+        state = self.state
+        root_ok = self._root_ok(roots)
+        outside = rules.RootOutsideAggregates(forbidden_aggs, state).passes \
+            if forbidden_aggs else None
+        found: dict[int, list[Anchor]] = {}
+        for rp in sorted(set(providers)):
+            sharer = state.providers.get(rp)
+            if sharer is None:
+                continue
+            anchor_roots: set[int] = set()
+            for agg in sharer.aggregates:
+                anchor_roots |= {state.providers[m].root for m in state.members.get(agg, ())}
+            anchors = []
+            for root in sorted(anchor_roots):
+                root_provider = state.providers.get(root)
+                ok = root_ok is None or (root_provider is not None and root_ok(root_provider))
+                bad = outside is not None and root_provider is not None and \
+                    not outside(root_provider)
+                anchors.append(Anchor(root=root, root_ok=ok, bad=bad))
+            if anchors:
+                found[rp] = anchors
+        return found
+
+    def tree_parents(self, roots: Iterable[int]) -> dict[int, int | None]:
+        state = self.state
+        return {rp: state.providers[rp].parent for root in set(roots)
+                for rp in state.trees.get(root, ())}
+
+    def summaries(self, roots: Iterable[int] = (), providers: Iterable[int] = ()
+                  ) -> dict[int, ProviderSummary]:
+        state = self.state
+        chosen: set[int] = set()
+        for root in roots:
+            chosen |= state.trees.get(root, set())
+        chosen |= {rp for rp in providers if rp in state.providers}
+        found: dict[int, ProviderSummary] = {}
+        for rp in sorted(chosen):
+            p = state.providers[rp]
+            resources, traits, rendered = state.summary_parts(p)
+            found[rp] = ProviderSummary(rp, p.uuid, p.parent, p.root, resources, traits,
+                                        rendered=rendered)
+        for summary in found.values():
+            parent = found.get(summary.parent_id) if summary.parent_id is not None else None
+            root_summary = found.get(summary.root_id)
+            summary.parent_uuid = parent.uuid if parent else None
+            summary.root_uuid = root_summary.uuid if root_summary else None
+        return found
+
+    def provider_uuids(self, ids: Iterable[int]) -> dict[int, str]:
+        state = self.state
+        return {rp: state.providers[rp].uuid for rp in ids if rp in state.providers}
+
+
+_EMPTY: set[int] = set()
+
+
+def _order(pool: list[int], limit: int | None, rng: random.Random | None) -> Iterator[int]:
+    """``pool`` in id order, or in a random order drawn lazily.
+
+    A random prefix of twice the limit first (``sample`` costs what it draws),
+    then, if too few of those served, the rest shuffled: together a uniformly
+    random permutation, without shuffling all of a large pool for a small limit.
+    """
+    if rng is None:
+        yield from pool
+        return
+    if limit is None or 2 * limit >= len(pool):
+        yield from rng.sample(pool, len(pool))
+        return
+    first = rng.sample(range(len(pool)), 2 * limit)
+    for index in first:
+        yield pool[index]
+    drawn = set(first)
+    rest = [rp for index, rp in enumerate(pool) if index not in drawn]
+    rng.shuffle(rest)
+    yield from rest

@@ -1,0 +1,186 @@
+"""The ``allotment`` command: argument parsing only; work happens elsewhere."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import os
+import sys
+from typing import TYPE_CHECKING
+
+import platformdirs
+from oslo_config import cfg
+
+from allotment import config
+
+if TYPE_CHECKING:
+    from allotment.db.engine import Database
+
+
+def _default_sqlite_url() -> str:
+    data_dir = platformdirs.user_data_dir("allotment")
+    return "sqlite:///" + os.path.join(data_dir, "placement.sqlite")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _load_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
+    files = args.config_file if args.config_file else None
+    conf = config.load(files, args.config_dir or [])
+    if files is None and not config.default_config_files():
+        # No configuration at all: a self-contained local service.
+        conf.set_default("auth_strategy", "noauth2", group="api")
+        conf.set_default("sync_on_startup", True, group="placement_database")
+    if getattr(args, "database_url", None):
+        conf.set_override("connection", args.database_url, group="placement_database")
+        conf.set_override("sync_on_startup", True, group="placement_database")
+    if not conf.placement_database.connection:
+        conf.set_override("connection", _default_sqlite_url(), group="placement_database")
+        conf.set_override("sync_on_startup", True, group="placement_database")
+    return conf
+
+
+def _default_workers() -> int:
+    return max(2, os.cpu_count() or 1)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from allotment import logs, metrics, server, wsgi
+    from allotment.db.engine import make_url
+    from allotment.db.setup import database_from_conf, prepare_database
+
+    conf = _load_conf(args)
+    if conf.api.auth_strategy == "noauth2" and not _is_loopback(args.host) \
+            and not args.allow_noauth_remote:
+        print(f"refusing to serve auth_strategy=noauth2 on non-loopback address "
+              f"{args.host}: anyone could act as admin. Use keystone, or pass "
+              "--allow-noauth-remote if you really mean it.", file=sys.stderr)
+        return 2
+    try:
+        extra_listen = _metrics_listener(conf)
+    except ValueError as exc:
+        print(f"allotment: {exc}", file=sys.stderr)
+        return 2
+    logs.setup(conf)  # in the master: the forked workers inherit its handlers
+    db = database_from_conf(conf)
+    if not _database_reachable(db, conf):
+        return 1
+    prepare_database(db, conf)
+    db.dispose()
+    url = make_url(conf.placement_database.connection)
+    shown = url.render_as_string(hide_password=True)
+
+    def ready() -> None:
+        print(f"allotment: serving the Placement API on http://{args.host}:{args.port} "
+              f"(database {shown}, auth {conf.api.auth_strategy}, "
+              f"{args.workers} workers x {args.threads} threads)", flush=True)
+
+    metrics.prepare_server(conf)  # before the workers fork
+    server.serve(lambda: wsgi.make_app(conf, prepare=False), args.host, args.port,
+                 args.workers, args.threads,
+                 log_level="debug" if conf.debug else "info", on_ready=ready,
+                 limits=server.ConnectionLimits.from_conf(conf),
+                 extra_listen=extra_listen, child_exit=metrics.worker_exited)
+    return 0
+
+
+def _metrics_listener(conf: cfg.ConfigOpts) -> list[tuple[str, int]]:
+    """The separate /metrics listener, when ``[allotment] metrics_listen`` names one."""
+    from allotment.metrics.exposition import parse_listen
+
+    listen = parse_listen(conf.allotment.metrics_listen) if conf.allotment.metrics else None
+    return [(listen[0] or "127.0.0.1", listen[1])] if listen else []
+
+
+def _database_reachable(db: Database, conf: cfg.ConfigOpts) -> bool:
+    """Wait for the database at start (one line while waiting); False: it never came."""
+    from allotment.db.availability import GaveUp
+    from allotment.db.setup import wait_for_database
+
+    def say(line: str) -> None:
+        print(f"allotment: {line}", file=sys.stderr, flush=True)
+
+    try:
+        wait_for_database(db, conf, say)
+    except GaveUp as exc:
+        say(str(exc))
+        db.dispose()
+        return False
+    return True
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    from allotment.db import migrate, standard_names
+    from allotment.db.setup import database_from_conf
+
+    conf = _load_conf(args)
+    db = database_from_conf(conf)
+    if not _database_reachable(db, conf):
+        return 1
+    try:
+        if args.db_command in ("upgrade", "sync"):
+            migrate.upgrade(db.engine)
+            standard_names.sync(db.engine)
+            print(f"database at revision {migrate.current(db.engine)}")
+        elif args.db_command == "version":
+            print(migrate.current(db.engine) or "None")
+    finally:
+        db.dispose()
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from allotment import upgradecheck
+
+    return upgradecheck.run(_load_conf(args))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="allotment",
+                                     description="OpenStack Placement API service")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config-file", action="append", default=[],
+                        help="placement.conf to read (repeatable)")
+    common.add_argument("--config-dir", action="append", default=[],
+                        help="directory of *.conf files to read (repeatable)")
+    common.add_argument("--database-url", help="override [placement_database] connection")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", parents=[common], help="serve the API")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8778)
+    serve.add_argument("--workers", type=int, default=_default_workers(),
+                       help="worker processes (default: number of CPUs, at least 2)")
+    serve.add_argument("--threads", type=int, default=4, help="threads per worker")
+    serve.add_argument("--allow-noauth-remote", action="store_true",
+                       help="allow noauth2 on a non-loopback address")
+    serve.set_defaults(func=cmd_serve)
+
+    db = sub.add_parser("db", parents=[common], help="database schema")
+    db.add_argument("db_command", choices=["upgrade", "sync", "version"])
+    db.set_defaults(func=cmd_db)
+
+    status = sub.add_parser("status", parents=[common], help="upgrade readiness checks")
+    status.add_argument("status_command", choices=["upgrade"])
+    status.add_argument("check", choices=["check"])
+    status.set_defaults(func=cmd_status)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING,
+                        format="%(asctime)s %(process)d %(levelname)s %(name)s %(message)s")
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

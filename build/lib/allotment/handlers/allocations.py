@@ -1,0 +1,152 @@
+"""/allocations/{consumer_uuid} (GET, PUT, DELETE) and /allocations (POST, 1.13+).
+
+The handlers turn request bodies of every version into ``allocations.Claim``
+values and hand them to the ledger, which does the whole write in one
+transaction (retried in a fresh one when it loses a race).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import falcon
+from oslo_config import cfg
+
+from allotment import errors
+from allotment.handlers.base import Resource
+from allotment.http import render
+from allotment.http.context import Request
+from allotment.http.errors import explain
+from allotment.http.microversion import Version
+from allotment.http.operations import CONSUMER_PARAM, NO_BODY, WRITE_REFUSALS, Operation, ok
+from allotment.http.request import is_uuid_like, json_body, require_json
+from allotment.ledger import allocations
+from allotment.ledger.consumers import UNKNOWN_TYPE
+from allotment.ledger.errors import RetriesExhausted, UnknownResourceClass
+from allotment.ledger.providers import normalize_uuid
+from allotment.schemas import allocations as schemas
+from allotment.schemas import responses as r
+
+# How a lost race reads once the retries are used up (as upstream words it).
+RACE_PREFIX = "Inventory and/or allocations changed while attempting to allocate: "
+
+
+def claim_from_body(consumer_uuid: str, data: dict, version: Version,
+                    conf: cfg.ConfigOpts) -> allocations.Claim:
+    """One consumer's entry of a PUT or POST body, in any version's format."""
+    entries = data["allocations"]
+    if isinstance(entries, list):
+        # Before 1.12: a list of {resource_provider: {uuid}, resources}.
+        by_provider = {item["resource_provider"]["uuid"]: item["resources"]
+                       for item in entries}
+    else:
+        by_provider = {rp_uuid: entry["resources"] for rp_uuid, entry in entries.items()}
+    project_id: str
+    user_id: str
+    if data.get("project_id") is None:
+        # Before 1.8 the owner is not given: record the configured placeholders.
+        project_id = conf.placement.incomplete_consumer_project_id
+        user_id = conf.placement.incomplete_consumer_user_id
+    else:
+        # The schemas that accept a project_id require the user_id with it.
+        project_id, user_id = data["project_id"], data["user_id"]
+    return allocations.Claim(
+        consumer_uuid=consumer_uuid,
+        allocations=by_provider,
+        project_id=project_id,
+        user_id=user_id,
+        generation=data.get("consumer_generation"),
+        check_generation=version.has("consumer_generation"),
+        consumer_type=data.get("consumer_type") if version.has("consumer_types") else None,
+    )
+
+
+def consumer_body(req: Request, found: allocations.ConsumerAllocations | None) -> dict:
+    version = req.context.version
+    by_provider: dict[str, dict] = {}
+    for held in found.held if found else []:
+        entry = by_provider.setdefault(held.provider_uuid, {"resources": {}})
+        entry["resources"][held.resource_class] = held.used
+        entry["generation"] = held.provider_generation
+    body: dict = {"allocations": by_provider}
+    if found and version.has("allocations_dict_format"):
+        consumer = found.consumer
+        body["project_id"] = consumer.project
+        body["user_id"] = consumer.user
+        if version.has("consumer_generation"):
+            body["consumer_generation"] = consumer.generation
+        if version.has("consumer_types"):
+            body["consumer_type"] = consumer.consumer_type or UNKNOWN_TYPE
+    return body
+
+
+class Allocations(Resource):
+    """POST /allocations: claims for several consumers, all or nothing."""
+
+    operations: ClassVar[dict[str, Operation]] = {
+        "POST": Operation(
+            "Write the allocations of several consumers at once", (ok(204, NO_BODY),),
+            rule="placement:allocations:manage", since="post_allocations",
+            refusals=WRITE_REFUSALS, body=schemas.post_schema),
+    }
+
+    def on_post(self, req: Request, resp: falcon.Response) -> None:
+        self.require_version(req)
+        require_json(req)
+        self.authorize(req)
+        version = req.context.version
+        data = json_body(req, self.body_schema(req))
+        claims = [claim_from_body(uuid, entry, version, self.conf)
+                  for uuid, entry in data.items()]
+        with explain({UnknownResourceClass: lambda e: f"Unable to allocate inventory {e}",
+                      RetriesExhausted: lambda e: RACE_PREFIX + str(e)}):
+            self.run_write(lambda conn: allocations.write(conn, claims),
+                           self.conf.placement.allocation_conflict_retry_count)
+        render.no_content(resp)
+
+
+class ConsumerAllocations(Resource):
+    operations: ClassVar[dict[str, Operation]] = {
+        "GET": Operation(
+            "List a consumer's allocations", (ok(200, r.CONSUMER_ALLOCATIONS),),
+            rule="placement:allocations:list", path_params=CONSUMER_PARAM),
+        "PUT": Operation(
+            "Replace a consumer's allocations", (ok(204, NO_BODY),),
+            rule="placement:allocations:update", refusals=WRITE_REFUSALS,
+            path_params=CONSUMER_PARAM, body=schemas.put_schema),
+        "DELETE": Operation(
+            "Delete a consumer's allocations", (ok(204, NO_BODY),),
+            rule="placement:allocations:delete", refusals=(409,),
+            path_params=CONSUMER_PARAM),
+    }
+
+    def on_get(self, req: Request, resp: falcon.Response, consumer_uuid: str) -> None:
+        self.authorize(req)
+        with self.db.read() as conn:
+            found = allocations.for_consumer(conn, consumer_uuid)
+        render.json_response(
+            req, resp, consumer_body(req, found),
+            last_modified=render.newest(h.changed_at for h in found.held) if found else None)
+
+    def on_put(self, req: Request, resp: falcon.Response, consumer_uuid: str) -> None:
+        require_json(req)
+        self.authorize(req)
+        if not is_uuid_like(consumer_uuid):
+            raise errors.BadRequest(f"Malformed consumer_uuid: {consumer_uuid}")
+        consumer_uuid = normalize_uuid(consumer_uuid)
+        version = req.context.version
+        data = json_body(req, self.body_schema(req))
+        claim = claim_from_body(consumer_uuid, data, version, self.conf)
+        with explain({UnknownResourceClass: lambda e: "Unable to allocate inventory for "
+                                                      f"consumer {consumer_uuid}: {e}",
+                      RetriesExhausted: lambda e: RACE_PREFIX + str(e)}):
+            self.run_write(lambda conn: allocations.write(conn, [claim]),
+                           self.conf.placement.allocation_conflict_retry_count)
+        render.no_content(resp)
+
+    def on_delete(self, req: Request, resp: falcon.Response,
+                  consumer_uuid: str) -> None:
+        self.authorize(req)
+        self.run_write(lambda conn: allocations.delete_for_consumer(
+            conn, consumer_uuid), self.conf.placement.allocation_conflict_retry_count)
+        render.no_content(resp)

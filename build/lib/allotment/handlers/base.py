@@ -1,0 +1,117 @@
+"""Shared pieces of the resource classes (one per URI, Falcon style).
+
+Each class declares its ``operations`` (``allotment.http.operations``): the
+facts the handler serves by (policy rule, first microversion, schemas per
+version) and the OpenAPI document describes, in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, TypeVar
+
+import falcon
+from sqlalchemy import Connection
+
+from allotment import errors
+from allotment.http.context import Request
+from allotment.http.microversion import Version
+from allotment.http.operations import Operation, Schema
+from allotment.http.request import json_body
+from allotment.ledger import providers, retry
+from allotment.services import Services
+
+T = TypeVar("T")
+
+# How upstream words a stale provider generation for traits and aggregates.
+GENERATION_CHANGED = ("Resource provider's generation already changed. Please update the "
+                      "generation and try again.")
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+
+
+class Resource:
+    # HTTP method -> what it is (rule, first version, schemas, answers).
+    operations: ClassVar[dict[str, Operation]] = {}
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.db = services.db
+        self.conf = services.conf
+
+    def allowed_methods(self, version: Version | None = None) -> list[str]:
+        """The methods of this URI (at ``version``, when given)."""
+        return [m for m in _METHODS if m != "HEAD" and hasattr(self, "on_" + m.lower())
+                and (version is None or (gate := self._method_gate(m)) is None
+                     or version.has(gate))]
+
+    def _method_gate(self, method: str) -> str | None:
+        """The fact from which the URI has ``method``, when it had other methods before."""
+        op = self.operations.get(method)
+        return op.since if op is not None and op.gated_by_method else None
+
+    def operation(self, req: Request) -> Operation:
+        """What the request's method is on this URI."""
+        return self.operations[req.method]
+
+    def require_version(self, req: Request) -> None:
+        """Refuse a request whose microversion predates the operation's ``since``:
+        404 (the URI is not there yet) or, for a method the URI gained later, 405
+        with the methods it has at that version."""
+        op = self.operation(req)
+        if op.since is None or req.context.version.has(op.since):
+            return
+        if op.gated_by_method:
+            raise errors.MethodNotAllowedHere(self.allowed_methods(req.context.version))
+        raise errors.PlacementError("", status=404)
+
+    def body_schema(self, req: Request) -> Schema:
+        """The schema the request's body must pass at its microversion."""
+        body = self.operation(req).body
+        schema = None if body is None else body(req.context.version)
+        if schema is None:
+            raise LookupError(f"{type(self).__name__} takes no {req.method} body "
+                              f"at {req.context.version}")
+        return schema
+
+    def query_schema(self, req: Request) -> Schema:
+        """The schema the request's query string must pass at its microversion."""
+        query = self.operation(req).query
+        if query is None:
+            raise LookupError(f"{type(self).__name__} declares no {req.method} query")
+        return query(req.context.version)
+
+    def on_options(self, req: Request, resp: falcon.Response, **_params: str) -> None:
+        # Upstream answers OPTIONS (outside CORS preflight) as a wrong method.
+        raise falcon.HTTPMethodNotAllowed(self.allowed_methods())
+
+    def run_write(self, work: Callable[[Connection], T],
+                  retries: int = retry.WRITE_RETRIES) -> T:
+        """``retry.run_write`` on the app's database, its lost races counted."""
+        return retry.run_write(self.db, work, retries, observer=self.services.counters)
+
+    def authorize(self, req: Request, target: dict[str, Any] | None = None) -> None:
+        """The operation's policy rule, for the request's identity (403 if refused)."""
+        rule = self.operation(req).rule
+        if rule is None:
+            raise LookupError(f"{type(self).__name__} {req.method} names no policy rule")
+        self.services.policy.authorize(req.context.identity, rule, target)
+
+    def body_for_provider(self, req: Request, uuid: str,
+                          schema: Mapping[str, Any] | None = None) -> Any:
+        """The request's JSON body (validated against ``schema`` when given), for
+        a request addressed to provider ``uuid``.
+
+        Upstream looks the provider up before it reads the body: a body that is
+        no JSON, or fails ``schema``, is the provider's 404 when it is gone.
+        """
+        try:
+            return json_body(req, schema)
+        except errors.BadRequest:
+            self._require_provider(uuid)
+            raise
+
+    def _require_provider(self, uuid: str) -> None:
+        """``ProviderNotFound`` (upstream's uncaught 404) unless ``uuid`` exists."""
+        with self.db.read() as conn:
+            providers.require(conn, uuid)

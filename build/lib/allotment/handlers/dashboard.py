@@ -1,0 +1,189 @@
+"""/dashboard/api/...: the dashboard's data as JSON (off unless ``[allotment] dashboard``).
+
+The page (``allotment/dashboard/``) is served without a token by
+``allotment.dashboard.DashboardPage``: it holds no data. These endpoints sit
+behind the API's authentication like every other route and check the
+``allotment:dashboard:providers`` or ``allotment:dashboard:usages`` rule
+(default: admin or reader). With the dashboard off they answer as unknown
+paths do (404). The SQL is in ``allotment.ledger.overview``.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import ClassVar
+
+import falcon
+
+from allotment import errors, policy
+from allotment.handlers.base import Resource
+from allotment.http import render
+from allotment.http.context import Request
+from allotment.http.operations import CONSUMER_PARAM, UUID_PARAM, Operation, Schema, ok
+from allotment.http.request import Query, query, validate_query
+from allotment.ledger import overview
+from allotment.schemas import responses as r
+from allotment.schemas.dashboard import (
+    DEFAULT_PAGE,
+    DEFAULT_RANKING,
+    MAX_OFFSET,
+    MAX_PAGE,
+    MAX_RANKING,
+    NO_QUERY,
+    PAGE_QUERY,
+    PROVIDERS_QUERY,
+    SUMMARY_QUERY,
+)
+
+_OPTION = "[allotment] dashboard"
+
+
+def _operation(summary: str, schema: Schema, rule: str, query_string: Schema | None = None,
+               path_params: dict[str, Schema] | None = None) -> Operation:
+    """One of the dashboard's data routes: allotment's own, there only with the option."""
+    return Operation(
+        f"Dashboard: {summary} (allotment's own, with `{_OPTION} = True` only)",
+        (ok(200, schema),), rule=rule,
+        query=None if query_string is None else (lambda v: query_string),
+        path_params=path_params or {}, requires_option=_OPTION,
+        description=f"allotment's own, not Placement's (docs/dashboard.md). The route is "
+                    f"there only with `{_OPTION} = True`: otherwise it answers 404 as "
+                    f"an unknown path does. Policy rule `{rule}` (default: admin or "
+                    "reader).")
+
+
+def _number(q: Query, name: str, default: int, most: int) -> int:
+    """A whole-number query parameter in ``0..most`` (``default`` when absent)."""
+    text = q.get(name)
+    if text is None:
+        return default
+    # Length first: int() refuses thousands of digits.
+    if not (text.isascii() and text.isdigit()) or len(text) > len(str(most)) \
+            or int(text) > most:
+        raise errors.BadRequest(f"Invalid query parameter {name}: {text!r} "
+                                f"(a whole number up to {most} is expected).")
+    return int(text)
+
+
+def _page(q: Query) -> tuple[int, int]:
+    """``limit`` and ``offset`` of a paged list."""
+    return _number(q, "limit", DEFAULT_PAGE, MAX_PAGE), _number(q, "offset", 0, MAX_OFFSET)
+
+
+class DashboardResource(Resource, abc.ABC):
+    """A GET that exists only with the dashboard on, checks its rule, answers ``read``."""
+
+    def on_get(self, req: Request, resp: falcon.Response, **params: str) -> None:
+        if not self.conf.allotment.dashboard:
+            # Exactly what a path without a route gets.
+            req.context.bare_error = True
+            raise falcon.HTTPRouteNotFound()
+        self.authorize(req)
+        q = query(req)
+        validate_query(q, self.query_schema(req))
+        body = self.read(q, **params)
+        render.json_response(req, resp, body, cache_headers=False)
+        resp.set_header("Cache-Control", "no-store")
+
+    def query_schema(self, req: Request) -> Schema:
+        """The route's query schema (``allotment.schemas.dashboard``; the upper bounds
+        it leaves open are ``_number``'s); any query string where it declares none."""
+        if self.operation(req).query is None:
+            return NO_QUERY
+        return super().query_schema(req)
+
+    @abc.abstractmethod
+    def read(self, q: Query, **params: str) -> dict:
+        """The answer's body, from the query string and the URI's fields."""
+
+
+class Providers(DashboardResource):
+    """Provider trees, a page at a time: ``limit``, ``offset``, ``q`` (name part or
+    uuid), ``roots`` (comma-separated root uuids)."""
+
+    operations: ClassVar[dict[str, Operation]] = {"GET": _operation(
+        "provider trees, a page at a time, each provider with its inventories (capacity, "
+        "used), traits, aggregates and first children", r.DASHBOARD_PROVIDERS,
+        policy.DASHBOARD_PROVIDERS, query_string=PROVIDERS_QUERY)}
+
+    def read(self, q: Query, **params: str) -> dict:
+        limit, offset = _page(q)
+        roots = q.get("roots")
+        with self.db.read() as conn:
+            page = overview.provider_trees(
+                conn, limit, offset, search=q.get("q") or None,
+                roots=[r.strip().lower() for r in roots.split(",") if r.strip()]
+                if roots is not None else None)
+        return {"total": page.total, "limit": limit, "offset": offset, "trees": page.items}
+
+
+class ProviderChildren(DashboardResource):
+    """A provider's children, a page at a time (``limit``, ``offset``): the rest of a
+    tree too wide to come whole with its root."""
+
+    operations: ClassVar[dict[str, Operation]] = {"GET": _operation(
+        "a provider's children, a page at a time, each with its descendants",
+        r.DASHBOARD_CHILDREN, policy.DASHBOARD_PROVIDERS, query_string=PAGE_QUERY,
+        path_params=UUID_PARAM)}
+
+    def read(self, q: Query, **params: str) -> dict:
+        limit, offset = _page(q)
+        with self.db.read() as conn:
+            page = overview.children(conn, params["uuid"].strip().lower(), limit, offset)
+        return {"total": page.total, "limit": limit, "offset": offset,
+                "children": page.items}
+
+
+class Summary(DashboardResource):
+    """Counts, totals per class, the ``limit`` fullest and emptiest providers (of
+    ``resource_class`` only, when given)."""
+
+    operations: ClassVar[dict[str, Operation]] = {"GET": _operation(
+        "counts, totals per resource class, the fullest and emptiest providers",
+        r.DASHBOARD_SUMMARY, policy.DASHBOARD_USAGES, query_string=SUMMARY_QUERY)}
+
+    def read(self, q: Query, **params: str) -> dict:
+        limit = _number(q, "limit", DEFAULT_RANKING, MAX_RANKING)
+        with self.db.read() as conn:
+            return overview.summary(conn, limit, q.get("resource_class") or None)
+
+
+class Projects(DashboardResource):
+    """Usage per project, a page of projects at a time (``limit``, ``offset``)."""
+
+    operations: ClassVar[dict[str, Operation]] = {"GET": _operation(
+        "usage per project, a page of projects at a time", r.DASHBOARD_PROJECTS,
+        policy.DASHBOARD_USAGES, query_string=PAGE_QUERY)}
+
+    def read(self, q: Query, **params: str) -> dict:
+        limit, offset = _page(q)
+        with self.db.read() as conn:
+            page = overview.usage_by_project(conn, limit, offset)
+        return {"total": page.total, "limit": limit, "offset": offset,
+                "projects": page.items}
+
+
+class ConsumerTypes(DashboardResource):
+    """The whole cloud's usage per consumer type."""
+
+    operations: ClassVar[dict[str, Operation]] = {"GET": _operation(
+        "the whole cloud's usage per consumer type", r.DASHBOARD_CONSUMER_TYPES,
+        policy.DASHBOARD_USAGES)}
+
+    def read(self, q: Query, **params: str) -> dict:
+        with self.db.read() as conn:
+            return {"consumer_types": overview.usage_by_consumer_type(conn)}
+
+
+class Consumer(DashboardResource):
+    """One consumer's allocations, per provider with names (empty when it holds none)."""
+
+    operations: ClassVar[dict[str, Operation]] = {"GET": _operation(
+        "one consumer's allocations, per provider with names (none: empty allocations)",
+        r.DASHBOARD_CONSUMER, policy.DASHBOARD_USAGES, path_params=CONSUMER_PARAM)}
+
+    def read(self, q: Query, **params: str) -> dict:
+        consumer_uuid = params["consumer_uuid"].strip().lower()
+        with self.db.read() as conn:
+            found = overview.consumer(conn, consumer_uuid)
+        return found or {"consumer_uuid": consumer_uuid, "allocations": {}}

@@ -1,0 +1,47 @@
+"""/reshaper (POST, 1.30+): move inventories and allocations between providers at once."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import falcon
+
+from allotment.handlers.allocations import claim_from_body
+from allotment.handlers.base import Resource
+from allotment.http import render
+from allotment.http.context import Request
+from allotment.http.errors import explain
+from allotment.http.operations import NO_BODY, WRITE_REFUSALS, Operation, ok
+from allotment.http.request import json_body, require_json
+from allotment.ledger import reshaper
+from allotment.ledger.errors import InventoryInUse, RetriesExhausted, UnknownResourceClass
+from allotment.schemas import reshaper as schemas
+
+
+class Reshaper(Resource):
+    operations: ClassVar[dict[str, Operation]] = {
+        "POST": Operation(
+            "Move inventories and allocations between providers at once", (ok(204, NO_BODY),),
+            rule="placement:reshaper:reshape", since="reshaper", refusals=WRITE_REFUSALS,
+            body=schemas.reshape_schema),
+    }
+
+    def on_post(self, req: Request, resp: falcon.Response) -> None:
+        self.require_version(req)
+        require_json(req)
+        self.authorize(req)
+        version = req.context.version
+        data = json_body(req, self.body_schema(req))
+        new_inventories = [
+            reshaper.NewInventory(provider_uuid=rp_uuid,
+                                  generation=entry["resource_provider_generation"],
+                                  inventories=entry["inventories"])
+            for rp_uuid, entry in data["inventories"].items()]
+        claims = [claim_from_body(uuid, entry, version, self.conf)
+                  for uuid, entry in data["allocations"].items()]
+        with explain({UnknownResourceClass: lambda e: f"malformed reshaper data: {e}",
+                      InventoryInUse: lambda e: f"update conflict: {e}",
+                      RetriesExhausted: lambda e: f"update conflict: {e}"}):
+            self.run_write(lambda conn: reshaper.reshape(conn, new_inventories, claims),
+                           self.conf.placement.allocation_conflict_retry_count)
+        render.no_content(resp)

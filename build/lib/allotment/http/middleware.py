@@ -1,0 +1,106 @@
+"""Per-request steps shared by every endpoint (a Falcon middleware).
+
+Order: request id and identity from the WSGI layers below, then microversion
+negotiation and the body preconditions; once the route is known, the Accept
+check where the route's operation negotiates it (``Operation.accept``); on the
+way out the microversion and request-id headers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import falcon
+from oslo_config import cfg
+
+from allotment import errors
+from allotment.http import microversion
+from allotment.http.context import Request
+from allotment.http.environ import IDENTITY_ENVIRON, REQUEST_ID_ENVIRON
+from allotment.http.operations import Operation
+from allotment.http.request import NUL_REFUSED, accepts_json
+
+
+@dataclass(frozen=True)
+class RequestLimits:
+    """``[allotment]``'s limits that the application enforces itself.
+
+    The HTTP server refuses oversized headers and bodies before the
+    application sees them; the body check here covers external WSGI servers.
+    """
+
+    max_request_body_size: int = 10 * 1024 * 1024
+    max_query_string_length: int = 32 * 1024
+    max_json_depth: int = 32
+
+    @classmethod
+    def from_conf(cls, conf: cfg.ConfigOpts) -> RequestLimits:
+        opts = conf.allotment
+        return cls(max_request_body_size=opts.max_request_body_size,
+                   max_query_string_length=opts.max_query_string_length,
+                   max_json_depth=opts.max_json_depth)
+
+
+class PlacementMiddleware:
+    def __init__(self, limits: RequestLimits | None = None) -> None:
+        self.limits = limits or RequestLimits()
+
+    def process_request(self, req: Request, resp: falcon.Response) -> None:
+        env = req.env
+        limits = self.limits
+        req.context.request_id = env.get(REQUEST_ID_ENVIRON)
+        req.context.identity = env.get(IDENTITY_ENVIRON)
+        req.context.max_json_depth = limits.max_json_depth
+        if len(env.get("QUERY_STRING", "")) > limits.max_query_string_length:
+            raise errors.PlacementError(
+                f"The query string is longer than the {limits.max_query_string_length} "
+                "bytes this server accepts.", status=414)
+        headers = {}
+        if "HTTP_OPENSTACK_API_VERSION" in env:
+            headers["openstack-api-version"] = env["HTTP_OPENSTACK_API_VERSION"]
+        if "HTTP_X_OPENSTACK_PLACEMENT_API_VERSION" in env:
+            headers["x-openstack-placement-api-version"] = env[
+                "HTTP_X_OPENSTACK_PLACEMENT_API_VERSION"]
+        req.context.negotiated = microversion.negotiate(headers)
+        if "\x00" in env.get("PATH_INFO", ""):
+            raise errors.BadRequest(f"The request's path {NUL_REFUSED}")
+        length = env.get("CONTENT_LENGTH")
+        if length:
+            try:
+                length_value = int(length)
+            except ValueError:
+                req.context.bare_error = True
+                raise errors.BadRequest("content-length header must be an integer") from None
+            if length_value > limits.max_request_body_size:
+                raise errors.PlacementError(
+                    f"The request body is larger than the {limits.max_request_body_size} "
+                    "bytes this server accepts.", status=413)
+            if length_value and not env.get("CONTENT_TYPE"):
+                req.context.bare_error = True
+                raise errors.BadRequest("content-type header required when content-length > 0")
+
+    def process_resource(self, req: Request, resp: falcon.Response, resource: object,
+                         params: dict[str, str]) -> None:
+        if "//" in req.path or any(value == "" for value in params.values()):
+            # ``/resource_providers/`` and the like: no such URI upstream.
+            req.context.bare_error = True
+            raise falcon.HTTPNotFound()
+        # Accept is negotiated where the operation says (``Operation.accept``):
+        # a GET before its first microversion is the gate's 404, as upstream.
+        # HEAD has no operation (upstream answers it 405, as Falcon does).
+        if req.method == "GET" and req.context.negotiated is not None:
+            accept = req.env.get("HTTP_ACCEPT")
+            if accept and accept.strip() != "*/*" and not accepts_json(accept):
+                operations: Mapping[str, Operation] = getattr(resource, "operations", {})
+                op = operations.get(req.method)
+                if op is not None and op.negotiates_accept(req.context.negotiated):
+                    raise errors.NotAcceptable("Only application/json is provided")
+
+    def process_response(self, req: Request, resp: falcon.Response, resource: object,
+                         req_succeeded: bool) -> None:
+        version = req.context.negotiated
+        if version is not None:
+            resp.set_header("openstack-api-version", f"placement {version}")
+            if resource is not None and not req.context.bare_error:
+                resp.set_header("vary", "openstack-api-version")

@@ -1,0 +1,344 @@
+"""Resource providers: the rows, the tree rules and the provider generation.
+
+The generation rule, once: a client that sends a provider generation must
+send the current one (``check_generation``), and every change to what a
+provider has (inventories, traits, aggregates from 1.19, allocations)
+compare-and-sets it one higher in the same transaction
+(``bump_generation``); losing that compare-and-set is a ``Race``, and the
+write runs again in a new transaction.
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid as uuidlib
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from allotment.db import tables as t
+from allotment.ledger import capacity
+from allotment.ledger.common import aggregate_ids, class_ids, trait_ids, utcnow
+from allotment.ledger.errors import (
+    DuplicateProvider,
+    InvalidNewProvider,
+    InvalidTreeChange,
+    ProviderGenerationConflict,
+    ProviderHasChildren,
+    ProviderInUse,
+    ProviderNotFound,
+    Race,
+    UnknownResourceClass,
+    UnknownTraits,
+)
+from allotment.ledger.filters import AggregateFilter, TraitFilter
+
+_rp = t.resource_providers.alias("rp")
+_root = t.resource_providers.alias("root_rp")
+_parent = t.resource_providers.alias("parent_rp")
+
+
+@dataclass(frozen=True)
+class Provider:
+    id: int
+    uuid: str
+    name: str
+    generation: int
+    root_id: int
+    parent_id: int | None
+    root_uuid: str
+    parent_uuid: str | None
+    created_at: datetime.datetime | None
+    updated_at: datetime.datetime | None
+
+
+def _select() -> sa.Select:
+    return (
+        sa.select(_rp.c.id, _rp.c.uuid, _rp.c.name, _rp.c.generation,
+                  _rp.c.root_provider_id, _rp.c.parent_provider_id,
+                  _root.c.uuid.label("root_uuid"), _parent.c.uuid.label("parent_uuid"),
+                  _rp.c.created_at, _rp.c.updated_at)
+        .select_from(_rp.join(_root, _rp.c.root_provider_id == _root.c.id)
+                     .outerjoin(_parent, _rp.c.parent_provider_id == _parent.c.id))
+    )
+
+
+def _to_provider(row: sa.Row[Any]) -> Provider:
+    return Provider(id=row.id, uuid=row.uuid, name=row.name, generation=row.generation,
+                    root_id=row.root_provider_id, parent_id=row.parent_provider_id,
+                    root_uuid=row.root_uuid, parent_uuid=row.parent_uuid,
+                    created_at=row.created_at, updated_at=row.updated_at)
+
+
+def normalize_uuid(value: str) -> str:
+    """The canonical (dashed, lower-case) spelling of a uuid-like string."""
+    return str(uuidlib.UUID(value))
+
+
+def get(conn: sa.Connection, uuid: str) -> Provider | None:
+    row = conn.execute(_select().where(_rp.c.uuid == uuid)).first()
+    return _to_provider(row) if row else None
+
+
+def require(conn: sa.Connection, uuid: str) -> Provider:
+    """The provider with ``uuid``; ``ProviderNotFound`` otherwise."""
+    provider = get(conn, uuid)
+    if provider is None:
+        raise ProviderNotFound(uuid)
+    return provider
+
+
+def check_generation(provider: Provider, given: int) -> None:
+    """``ProviderGenerationConflict`` unless the client sent the current generation."""
+    if provider.generation != given:
+        raise ProviderGenerationConflict(provider.uuid, provider.generation, given)
+
+
+def bump_generation(conn: sa.Connection, provider: Provider) -> int:
+    """Compare-and-set the generation read in ``provider`` one higher.
+
+    ``Race`` when somebody else changed the provider since it was read.
+    """
+    result = conn.execute(
+        t.resource_providers.update()
+        .where(t.resource_providers.c.id == provider.id,
+               t.resource_providers.c.generation == provider.generation)
+        .values(generation=provider.generation + 1, updated_at=utcnow()))
+    if result.rowcount != 1:
+        raise Race(f"provider {provider.uuid} changed")
+    return provider.generation + 1
+
+
+def create(conn: sa.Connection, name: str, uuid: str | None,
+           parent_uuid: str | None) -> Provider:
+    """A new provider (a root, or a child of ``parent_uuid``).
+
+    A name or uuid taken meanwhile by a concurrent create is a duplicate key,
+    which the retry loop treats as a lost race: the next attempt finds the
+    winner's row and refuses with ``DuplicateProvider``.
+    """
+    uuid = normalize_uuid(uuid) if uuid else str(uuidlib.uuid4())
+    if not name:
+        raise InvalidNewProvider(name, uuid, "name is required")
+    parent = None
+    if parent_uuid is not None:
+        parent_uuid = normalize_uuid(parent_uuid)
+        if parent_uuid == uuid:
+            raise InvalidNewProvider(name, uuid, "parent provider UUID cannot be same as UUID. "
+                                     "Please set parent provider UUID to None if there is "
+                                     "no parent.")
+        parent = get(conn, parent_uuid)
+        if parent is None:
+            raise InvalidNewProvider(name, uuid, "parent provider UUID does not exist.")
+    _refuse_duplicates(conn, name=name, uuid=uuid)
+    result = conn.execute(t.resource_providers.insert().values(
+        uuid=uuid, name=name, generation=0, created_at=utcnow(),
+        parent_provider_id=parent.id if parent else None,
+        root_provider_id=parent.root_id if parent else None))
+    new_id = result.inserted_primary_key[0]  # type: ignore[index]
+    if parent is None:
+        conn.execute(t.resource_providers.update()
+                     .where(t.resource_providers.c.id == new_id)
+                     .values(root_provider_id=new_id))
+    return require(conn, uuid)
+
+
+def _refuse_duplicates(conn: sa.Connection, name: str | None, uuid: str | None,
+                       except_id: int | None = None) -> None:
+    rp = t.resource_providers
+    if uuid is not None:
+        row = conn.execute(sa.select(rp.c.id).where(rp.c.uuid == uuid)).first()
+        if row and row.id != except_id:
+            raise DuplicateProvider("uuid", uuid)
+    if name is not None:
+        row = conn.execute(sa.select(rp.c.id).where(rp.c.name == name)).first()
+        if row and row.id != except_id:
+            raise DuplicateProvider("name", name)
+
+
+def update(conn: sa.Connection, uuid: str, name: str, *, move: bool = False,
+           parent_uuid: str | None = None, allow_reparenting: bool = False) -> Provider:
+    """Rename a provider and, with ``move``, put it (and its subtree) under ``parent_uuid``.
+
+    ``parent_uuid`` None with ``move`` makes it a root. Before 1.37
+    (``allow_reparenting`` False) only a root may be given a parent.
+    """
+    provider = require(conn, uuid)
+    values: dict[str, Any] = {"name": name, "updated_at": utcnow()}
+    new_root_id = None
+    if move and parent_uuid is not None:
+        parent = get(conn, parent_uuid)
+        if parent is None:
+            # Upstream names this "create" even here.
+            raise InvalidTreeChange(uuid, "parent provider UUID does not exist.", "create")
+        if (provider.parent_id is not None and provider.parent_id != parent.id
+                and not allow_reparenting):
+            raise InvalidTreeChange(uuid, "re-parenting a provider is not currently allowed.")
+        if provider.parent_id != parent.id:
+            if parent.id in subtree_ids(conn, provider.id):
+                raise InvalidTreeChange(
+                    uuid, "creating loop in the provider tree is not allowed.")
+            values["parent_provider_id"] = parent.id
+            new_root_id = parent.root_id
+    elif move and provider.parent_id is not None:
+        if not allow_reparenting:
+            raise InvalidTreeChange(uuid, "un-parenting a provider is not currently allowed.")
+        values["parent_provider_id"] = None
+        new_root_id = provider.id
+    if name != provider.name:
+        _refuse_duplicates(conn, name=name, uuid=None, except_id=provider.id)
+    conn.execute(t.resource_providers.update()
+                 .where(t.resource_providers.c.id == provider.id).values(**values))
+    if new_root_id is not None and new_root_id != provider.root_id:
+        ids = subtree_ids(conn, provider.id)
+        conn.execute(t.resource_providers.update()
+                     .where(t.resource_providers.c.id.in_(ids))
+                     .values(root_provider_id=new_root_id))
+    return require(conn, uuid)
+
+
+def subtree_ids(conn: sa.Connection, provider_id: int) -> set[int]:
+    """The provider and all its descendants."""
+    rp = t.resource_providers
+    rows = conn.execute(sa.select(rp.c.id, rp.c.parent_provider_id).where(
+        rp.c.root_provider_id == sa.select(rp.c.root_provider_id)
+        .where(rp.c.id == provider_id).scalar_subquery())).all()
+    children: dict[int | None, list[int]] = {}
+    for row in rows:
+        children.setdefault(row.parent_provider_id, []).append(row.id)
+    found = {provider_id}
+    stack = [provider_id]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+def delete(conn: sa.Connection, uuid: str) -> None:
+    """Delete a provider without children or allocations, with what it has."""
+    provider = require(conn, uuid)
+    rp = t.resource_providers
+    has_child = conn.execute(
+        sa.select(rp.c.id).where(rp.c.parent_provider_id == provider.id).limit(1)).first()
+    if has_child:
+        raise ProviderHasChildren(uuid)
+    in_use = conn.execute(
+        sa.select(t.allocations.c.id)
+        .where(t.allocations.c.resource_provider_id == provider.id).limit(1)).first()
+    if in_use:
+        raise ProviderInUse(uuid)
+    conn.execute(t.inventories.delete()
+                 .where(t.inventories.c.resource_provider_id == provider.id))
+    conn.execute(t.resource_provider_traits.delete()
+                 .where(t.resource_provider_traits.c.resource_provider_id == provider.id))
+    conn.execute(t.resource_provider_aggregates.delete()
+                 .where(t.resource_provider_aggregates.c.resource_provider_id == provider.id))
+    # MySQL checks the self-referencing root FK row by row: unlink it first.
+    result = conn.execute(rp.update().where(rp.c.id == provider.id,
+                                            rp.c.generation == provider.generation)
+                          .values(root_provider_id=None))
+    if result.rowcount == 1:
+        result = conn.execute(rp.delete().where(rp.c.id == provider.id))
+    if result.rowcount != 1:
+        raise Race(f"provider {uuid} changed while being deleted")
+
+
+@dataclass
+class ProviderQuery:
+    name: str | None = None
+    uuid: str | None = None
+    in_tree: str | None = None
+    member_of: AggregateFilter | None = None
+    required: TraitFilter | None = None
+    resources: dict[str, int] | None = None
+
+
+def list_providers(conn: sa.Connection, q: ProviderQuery) -> list[Provider]:
+    """The providers that pass every filter of ``q``, in id order.
+
+    ``UnknownTraits`` / ``UnknownResourceClass`` for names that do not exist;
+    an unknown aggregate or ``in_tree`` provider just matches nothing.
+    """
+    sel = _select()
+    if q.name is not None:
+        sel = sel.where(_rp.c.name == q.name)
+    if q.uuid is not None:
+        sel = sel.where(_rp.c.uuid == q.uuid)
+    if q.in_tree is not None:
+        tree = get(conn, q.in_tree)
+        if tree is None:
+            return []
+        sel = sel.where(_rp.c.root_provider_id == tree.root_id)
+    if q.required:
+        sel = _with_traits(conn, sel, q.required)
+    if q.member_of:
+        in_aggregates = _with_aggregates(conn, sel, q.member_of)
+        if in_aggregates is None:
+            return []
+        sel = in_aggregates
+    if q.resources:
+        sel = _with_resources(conn, sel, q.resources)
+    sel = sel.order_by(_rp.c.id)
+    return [_to_provider(row) for row in conn.execute(sel)]
+
+
+def _with_traits(conn: sa.Connection, sel: sa.Select, required: TraitFilter) -> sa.Select:
+    """``sel`` narrowed to providers with the required traits and none of the forbidden."""
+    rpt = t.resource_provider_traits
+    names = required.names()
+    ids = trait_ids(conn, names)
+    missing = names - set(ids)
+    if missing:
+        raise UnknownTraits(missing)
+    for group in required.required:
+        sel = sel.where(_rp.c.id.in_(
+            sa.select(rpt.c.resource_provider_id)
+            .where(rpt.c.trait_id.in_([ids[n] for n in group]))))
+    if required.forbidden:
+        sel = sel.where(_rp.c.id.not_in(
+            sa.select(rpt.c.resource_provider_id)
+            .where(rpt.c.trait_id.in_([ids[n] for n in required.forbidden]))))
+    return sel
+
+
+def _with_aggregates(conn: sa.Connection, sel: sa.Select,
+                     member_of: AggregateFilter) -> sa.Select | None:
+    """``sel`` narrowed to members of each required group of aggregates and of
+    none of the forbidden ones; None when a required group names no aggregate
+    that exists (nothing can match)."""
+    rpa = t.resource_provider_aggregates
+    all_uuids = set(member_of.forbidden)
+    for group in member_of.required:
+        all_uuids |= group
+    agg_map = aggregate_ids(conn, all_uuids)
+    for group in member_of.required:
+        agg_ids = [agg_map[u] for u in group if u in agg_map]
+        if not agg_ids:
+            return None
+        sel = sel.where(_rp.c.id.in_(
+            sa.select(rpa.c.resource_provider_id).where(rpa.c.aggregate_id.in_(agg_ids))))
+    forbidden_ids = [agg_map[u] for u in member_of.forbidden if u in agg_map]
+    if forbidden_ids:
+        sel = sel.where(_rp.c.id.not_in(
+            sa.select(rpa.c.resource_provider_id)
+            .where(rpa.c.aggregate_id.in_(forbidden_ids))))
+    return sel
+
+
+def _with_resources(conn: sa.Connection, sel: sa.Select,
+                    resources: dict[str, int]) -> sa.Select:
+    """``sel`` narrowed to providers with room for each amount of ``resources``."""
+    rc_map = class_ids(conn, list(resources))
+    for name in resources:
+        if name not in rc_map:
+            raise UnknownResourceClass(name)
+    for name, amount in resources.items():
+        inv = t.inventories.alias()
+        fits = (sa.select(inv.c.resource_provider_id)
+                .where(inv.c.resource_class_id == rc_map[name],
+                       *capacity.room_for(inv, capacity.requestable(amount))))
+        sel = sel.where(_rp.c.id.in_(fits))
+    return sel
