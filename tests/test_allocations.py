@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from allotment import errors
-from allotment.ledger import providers as providers_ledger
+from allotment.ledger import allocations as allocations_ledger
 from allotment.ledger.errors import Race
 from tests.support.claims_support import generation, provider_with, put, state, usages
 
@@ -247,16 +247,16 @@ def test_provider_race_is_retried_in_a_fresh_transaction(client, monkeypatch):
     """A lost compare-and-set is retried; the retry does not count the first attempt."""
     rp = provider_with(client, "cn", VCPU=8)
     put(client, C1, {rp: {"VCPU": 6}})
-    real_bump = providers_ledger.bump_generation
+    real_bump = allocations_ledger._bump_generations
     failures = {"left": 2}
 
-    def flaky_bump(conn, provider):
+    def flaky_bump(conn, locked, changed):
         if failures["left"]:
             failures["left"] -= 1
             raise Race("simulated race")
-        return real_bump(conn, provider)
+        return real_bump(conn, locked, changed)
 
-    monkeypatch.setattr(providers_ledger, "bump_generation", flaky_bump)
+    monkeypatch.setattr(allocations_ledger, "_bump_generations", flaky_bump)
     # 6 of 8 in use; replacing C1's 6 with 8 fits only if the retry does not
     # count its own first attempt.
     assert put(client, C1, {rp: {"VCPU": 8}}, generation=1).status == 204
@@ -269,10 +269,10 @@ def test_retries_exhausted_is_409_concurrent_update(client, database, monkeypatc
     rp = provider_with(client, "cn", VCPU=8)
     conf.set_override("allocation_conflict_retry_count", 1, group="placement")
 
-    def lost(conn, provider):
+    def lost(conn, locked, changed):
         raise Race("simulated race")
 
-    monkeypatch.setattr(providers_ledger, "bump_generation", lost)
+    monkeypatch.setattr(allocations_ledger, "_bump_generations", lost)
     before = state(database)
     _detail_has(put(client, C1, {rp: {"VCPU": 1}}, version="1.23"), 409,
                 "Inventory and/or allocations changed while attempting to allocate",

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from allotment.db import errors, guard
 from allotment.db import tables as t
 from allotment.ledger import allocations
-from allotment.ledger.common import STANDARD_CLASS_IDS
+from allotment.ledger.common import STANDARD_CLASS_IDS, class_ids
 from tests.support.claims_support import provider_with, put, state
 
 VCPU = STANDARD_CLASS_IDS["VCPU"]
@@ -88,10 +88,89 @@ def test_a_claim_the_guard_refuses_gets_the_answer_of_our_own_check(guarded, cli
     assert put(client, str(uuid.uuid4()), {rp: {"VCPU": 3}}).status == 204
     before = state(guarded)
     ours = put(client, str(uuid.uuid4()), {rp: {"VCPU": 2}})
-    monkeypatch.setattr(allocations, "_check_capacity", lambda *_args: None)
+    # Our check left out: it only names the class ids, as it does when all fits.
+    monkeypatch.setattr(allocations, "_check_capacity",
+                        lambda conn, *_args: class_ids(conn, ["VCPU"]))
     guards = put(client, str(uuid.uuid4()), {rp: {"VCPU": 2}})
     assert ours.status == guards.status == 409
     assert guards.error_code == ours.error_code
     assert guards.detail == ours.detail
     assert "The requested amount would exceed the capacity." in guards.detail
     assert state(guarded) == before
+
+
+# --- the rule over whole statements and transactions (migration 0004) ---------
+
+def _rows(provider_id: int, amounts: list[int], consumer: str | None = None) -> list[dict]:
+    return [{"provider": provider_id, "consumer": consumer or str(uuid.uuid4()),
+             "class_id": VCPU, "used": used} for used in amounts]
+
+
+_INSERT = sa.text(
+    "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used, "
+    "created_at) VALUES (:provider, :consumer, :class_id, :used, CURRENT_TIMESTAMP)")
+
+
+def _insert_one_statement(conn: sa.Connection, rows: list[dict]) -> None:
+    """Rows in ONE multi-row INSERT statement (not the driver's executemany)."""
+    values = ", ".join(f"(:p{i}, :c{i}, :k{i}, :u{i}, CURRENT_TIMESTAMP)"
+                       for i in range(len(rows)))
+    params: dict = {}
+    for i, row in enumerate(rows):
+        params.update({f"p{i}": row["provider"], f"c{i}": row["consumer"],
+                       f"k{i}": row["class_id"], f"u{i}": row["used"]})
+    conn.execute(sa.text("INSERT INTO allocations (resource_provider_id, consumer_id, "
+                         f"resource_class_id, used, created_at) VALUES {values}"), params)
+
+
+def _used(database, provider_id: int) -> int:
+    with database.engine.connect() as conn:
+        return int(conn.execute(sa.select(sa.func.coalesce(sa.func.sum(t.allocations.c.used), 0))
+                                .where(t.allocations.c.resource_provider_id == provider_id))
+                   .scalar_one())
+
+
+@pytest.mark.parametrize("amounts, accepted", [([2, 2], True), ([2, 2, 1], False),
+                                               ([1, 1, 1, 1], True), ([4, 1], False)])
+def test_a_statement_of_many_rows_is_judged_as_its_rows_one_by_one(guarded, client, amounts,
+                                                                    accepted):
+    # Each row alone fits a capacity of 4; together some do not.
+    provider_id = _provider_id(guarded, provider_with(client, "cn", VCPU=4))
+    if accepted:
+        with guarded.engine.begin() as conn:
+            _insert_one_statement(conn, _rows(provider_id, amounts))
+        assert _used(guarded, provider_id) == sum(amounts)
+    else:
+        with pytest.raises(sa.exc.DBAPIError) as refused, guarded.engine.begin() as conn:
+            _insert_one_statement(conn, _rows(provider_id, amounts))
+        assert isinstance(errors.meaning(refused.value), errors.CapacityGuardRefusal)
+        assert _used(guarded, provider_id) == 0
+
+
+def test_a_transaction_may_swap_within_a_provider_over_capacity(guarded, client):
+    """Over capacity (its inventory shrank under its allocations), a provider may
+    still have a consumer's row replaced by no more than it was; not by more."""
+    rp = provider_with(client, "cn", VCPU=8)
+    provider_id = _provider_id(guarded, rp)
+    # Through the API: the consumer rows exist, as every writer keeps them
+    # (MySQL's credit is checked against the deleting consumer's row).
+    consumer = str(uuid.uuid4())
+    assert put(client, consumer, {rp: {"VCPU": 6}}).status == 204
+    assert put(client, str(uuid.uuid4()), {rp: {"VCPU": 2}}).status == 204
+    with guarded.engine.begin() as conn:
+        conn.execute(t.inventories.update().values(total=4)
+                     .where(t.inventories.c.resource_provider_id == provider_id))
+
+    def replace(amount: int) -> None:
+        with guarded.engine.begin() as conn:
+            conn.execute(t.allocations.delete().where(t.allocations.c.consumer_id == consumer))
+            _insert_one_statement(conn, _rows(provider_id, [amount], consumer))
+
+    replace(6)  # 6 for 6: no worse than before
+    assert _used(guarded, provider_id) == 8
+    with pytest.raises(sa.exc.DBAPIError) as refused:
+        replace(7)  # 7 for 6
+    assert isinstance(errors.meaning(refused.value), errors.CapacityGuardRefusal)
+    assert _used(guarded, provider_id) == 8
+    replace(1)  # giving back is always allowed
+    assert _used(guarded, provider_id) == 3

@@ -4,36 +4,43 @@ A claim replaces the complete allocations of one or more consumers in ONE
 transaction (``write``), in this order:
 
 1. lock the consumers' rows, read them and check their generations (1.28+);
-2. find every provider involved -- those named in the request and those
-   where the consumers hold allocations now -- and lock their rows (id
-   order, so two claims never wait on each other in a cycle), taking their
+2. delete the consumers' old allocations, getting them back from the delete;
+3. find every provider involved -- those named in the request and those
+   where the consumers held allocations -- and lock their rows (id order, so
+   two claims never wait on each other in a cycle), taking their
    generations as of the lock;
-3. read inventories and current usage, and check that every new amount
-   respects min_unit/max_unit/step_size and that no provider ends up above
-   ``(total - reserved) * allocation_ratio`` -- unless the claim leaves that
-   usage no higher than it was (a provider already over capacity after its
-   inventory shrank may still be given back resources or swapped within);
-4. delete the consumers' old allocations and insert the new ones;
-5. compare-and-set the generation of every provider in the new
-   allocations and of an emptied consumer's old providers (as upstream; not
-   of those a consumer leaves for others), then of every consumer; a
+4. read inventories with everybody else's usage, and check that every new
+   amount respects min_unit/max_unit/step_size and that no provider ends up
+   above ``(total - reserved) * allocation_ratio`` -- unless the claim
+   leaves that usage no higher than it was (a provider already over
+   capacity after its inventory shrank may still be given back resources
+   or swapped within);
+5. insert the new allocations;
+6. move the generation of every provider in the new allocations and of an
+   emptied consumer's old providers (as upstream; not of those a consumer
+   leaves for others) one up, then compare-and-set every consumer's; a
    consumer left without allocations is deleted.
 
+Each step is one statement for all the claim's consumers and providers (a
+new project, user or consumer type adds its insert), so that a claim costs
+the same few round trips however many rows it writes
+(``tests/test_claim_statements.py`` counts them).
+
 Atomicity per database: PostgreSQL and MySQL/MariaDB run READ COMMITTED;
-the row locks of steps 1-2 make concurrent claims on a provider queue, and
+the row locks of steps 1 and 3 make concurrent claims on a provider queue, and
 each statement after the lock sees every earlier commit, so the usage read
-in step 3 is the usage we commit against. SQLite holds its single write
+in step 4 is the usage we commit against. SQLite holds its single write
 lock from BEGIN (BEGIN IMMEDIATE), so writers run one after the other. The
-compare-and-sets of step 5 are the proof on every database: if any of them
-finds the row changed (or a unique key or deadlock says another writer got
-there first), the attempt raises ``Race``, its transaction is rolled back
+writes of step 6 are the proof on every database: if a consumer's
+compare-and-set finds its row changed or a provider's row is gone (or a
+unique key or deadlock says another writer got there first), the attempt
+raises ``Race``, its transaction is rolled back
 and the handler's ``retry.run_write`` runs ``write`` again in a NEW
 transaction -- a retry never sees its own earlier attempt.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 from collections import defaultdict
 from collections.abc import Sequence
@@ -44,7 +51,7 @@ import sqlalchemy as sa
 
 from allotment.db import tables as t
 from allotment.db.errors import CapacityGuardRefusal, meaning
-from allotment.ledger import capacity, consumers, providers
+from allotment.ledger import capacity, consumers
 from allotment.ledger.common import class_ids, class_names, utcnow
 from allotment.ledger.errors import (
     InvalidAllocation,
@@ -153,8 +160,7 @@ def delete_for_consumer(conn: sa.Connection, consumer_uuid: str) -> None:
     Releasing only lowers usage, so (as upstream) provider generations are
     left alone; the consumer's own generation is compare-and-set.
     """
-    consumers.lock(conn, [consumer_uuid])
-    consumer = consumers.get_many(conn, [consumer_uuid]).get(consumer_uuid)
+    consumer = consumers.lock_many(conn, [consumer_uuid]).get(consumer_uuid)
     if consumer is None:
         raise NoAllocations(consumer_uuid)
     result = conn.execute(t.allocations.delete()
@@ -166,33 +172,80 @@ def delete_for_consumer(conn: sa.Connection, consumer_uuid: str) -> None:
 
 # --- writing -----------------------------------------------------------------
 
+@dataclass(frozen=True)
+class _OldRow:
+    consumer_id: str
+    resource_provider_id: int
+    resource_class_id: int
+    used: int
 
-def _providers_with_ids(conn: sa.Connection, ids: set[int]) -> list[providers.Provider]:
-    if not ids:
-        return []
-    rp = t.resource_providers
-    rows = conn.execute(sa.select(rp.c.uuid).where(rp.c.id.in_(sorted(ids)))).all()
-    return [p for p in (providers.get(conn, row.uuid) for row in rows) if p is not None]
+
+@dataclass(frozen=True)
+class _Locked:
+    id: int
+    uuid: str
+    generation: int
 
 
-def _lock_providers(conn: sa.Connection, touched: dict[int, providers.Provider]) -> None:
-    """Row-lock the providers (in id order) and take their generations as of now.
+def _delete_old(conn: sa.Connection, uuids: list[str]) -> list[_OldRow]:
+    """Delete what the consumers hold now, returning it: one statement where
+    the database can return deleted rows (PostgreSQL, MariaDB, SQLite)."""
+    a = t.allocations
+    columns = (a.c.consumer_id, a.c.resource_provider_id, a.c.resource_class_id, a.c.used)
+    delete = a.delete().where(a.c.consumer_id.in_(uuids))
+    if conn.dialect.delete_returning:
+        rows = conn.execute(delete.returning(*columns)).all()
+    else:
+        rows = conn.execute(sa.select(*columns).where(a.c.consumer_id.in_(uuids))).all()
+        conn.execute(delete)
+    return [_OldRow(row.consumer_id, row.resource_provider_id, row.resource_class_id,
+                    int(row.used)) for row in rows]
+
+
+def _lock_providers(conn: sa.Connection, named: list[str],
+                    held_ids: set[int]) -> dict[int, _Locked]:
+    """Find and row-lock (in id order) the providers named by uuid and those
+    the consumers held allocations on, taking their generations as of the lock.
 
     On PostgreSQL and MySQL this makes concurrent claims on a provider queue
     up instead of failing their compare-and-set; usage read after this
     point cannot change under us until we commit.
     """
-    if not touched:
+    rp = t.resource_providers
+    conditions = []
+    if named:
+        conditions.append(rp.c.uuid.in_(named))
+    if held_ids:
+        conditions.append(rp.c.id.in_(sorted(held_ids)))
+    if not conditions:
+        return {}
+    rows = conn.execute(sa.select(rp.c.id, rp.c.uuid, rp.c.generation)
+                        .where(sa.or_(*conditions)).order_by(rp.c.id)
+                        .with_for_update()).all()
+    locked = {row.id: _Locked(row.id, row.uuid, row.generation) for row in rows}
+    found = {p.uuid for p in locked.values()}
+    for rp_uuid in named:
+        if rp_uuid not in found:
+            raise UnknownProvider(rp_uuid)
+    return locked
+
+
+def _bump_generations(conn: sa.Connection, locked: dict[int, _Locked],
+                      changed: set[int]) -> None:
+    """One higher, every changed provider's generation, in one statement.
+
+    The rows are locked (SQLite: the write lock is ours), so the generations
+    read under the lock are still theirs; a row count short of ``changed``
+    means one was deleted meanwhile by a writer that took no lock.
+    """
+    if not changed:
         return
     rp = t.resource_providers
-    rows = conn.execute(sa.select(rp.c.id, rp.c.generation)
-                        .where(rp.c.id.in_(sorted(touched))).order_by(rp.c.id)
-                        .with_for_update()).all()
-    locked = {row.id: row.generation for row in rows}
-    for provider_id, provider in list(touched.items()):
-        if provider_id not in locked:
-            raise Race(f"provider {provider.uuid} vanished")
-        touched[provider_id] = dataclasses.replace(provider, generation=locked[provider_id])
+    ids = sorted(changed)
+    result = conn.execute(rp.update().where(rp.c.id.in_(ids))
+                          .values(generation=rp.c.generation + 1, updated_at=utcnow()))
+    if result.rowcount != len(ids):
+        raise Race(f"provider {', '.join(locked[i].uuid for i in ids)} changed")
 
 
 def write(conn: sa.Connection, claims: list[Claim]) -> None:
@@ -202,70 +255,37 @@ def write(conn: sa.Connection, claims: list[Claim]) -> None:
     new transaction).
     """
     uuids = [c.consumer_uuid for c in claims]
-    consumers.lock(conn, uuids)
-    existing = consumers.get_many(conn, uuids)
+    existing = consumers.lock_many(conn, uuids)
     for c in claims:
         if c.check_generation:
             consumers.check_generation(c.consumer_uuid, existing.get(c.consumer_uuid),
                                        c.generation)
+    # The old rows go first: the usage read below is then what everybody
+    # else holds, and what the consumers held comes back with the delete.
+    old_rows = _delete_old(conn, uuids) if uuids else []
 
     # Providers are locked (and their generations taken) before usage is
     # read: the usage checked below is the usage we commit against.
     named = list(dict.fromkeys(rp for c in claims for rp in c.allocations))
-    by_uuid: dict[str, providers.Provider] = {}
-    for rp_uuid in named:
-        provider = providers.get(conn, rp_uuid)
-        if provider is None:
-            raise UnknownProvider(rp_uuid)
-        by_uuid[rp_uuid] = provider
-    a = t.allocations
-    old_rows = conn.execute(
-        sa.select(a.c.consumer_id, a.c.resource_provider_id, a.c.resource_class_id, a.c.used)
-        .where(a.c.consumer_id.in_(uuids))).all() if uuids else []
-    touched = {p.id: p for p in by_uuid.values()}
-    unseen = {row.resource_provider_id for row in old_rows} - set(touched)
-    for p in _providers_with_ids(conn, unseen):
-        touched[p.id] = p
-    _lock_providers(conn, touched)
-
-    class_order = list(dict.fromkeys(
-        rc for c in claims for resources in c.allocations.values() for rc in resources))
-    rc_ids = class_ids(conn, class_order)
-    for name in class_order:
-        if name not in rc_ids:
-            raise UnknownResourceClass(name)
+    locked = _lock_providers(conn, named, {row.resource_provider_id for row in old_rows})
+    by_uuid = {p.uuid: p for p in locked.values()}
 
     old_ours: dict[tuple[int, int], int] = defaultdict(int)
     for row in old_rows:
         old_ours[(row.resource_provider_id, row.resource_class_id)] += row.used
-    _check_capacity(conn, claims, by_uuid, rc_ids, old_ours)
+    rc_ids = _check_capacity(conn, claims, by_uuid, old_ours)
 
     now = utcnow()
-    if uuids:
-        conn.execute(a.delete().where(a.c.consumer_id.in_(uuids)))
-    new_rows = [
+    # Ordered by provider and class: the capacity guard (migration 0004) then
+    # sums each (provider, class) once on MySQL too.
+    new_rows = sorted((
         {"resource_provider_id": by_uuid[rp_uuid].id, "resource_class_id": rc_ids[rc],
          "consumer_id": c.consumer_uuid, "used": amount, "created_at": now}
         for c in claims for rp_uuid, resources in c.allocations.items()
-        for rc, amount in resources.items()
-    ]
+        for rc, amount in resources.items()),
+        key=lambda row: (row["resource_provider_id"], row["resource_class_id"]))
     if new_rows:
-        try:
-            conn.execute(a.insert(), new_rows)
-        except sa.exc.DBAPIError as exc:
-            # The database's own capacity guard (migration 0002) refuses a row
-            # that takes a provider over capacity, for every writer sharing the
-            # database. Our check above runs under the provider lock, so it
-            # fires for us only when another writer (upstream Placement)
-            # committed between; the answer is the same 409.
-            refused = meaning(exc)
-            if not isinstance(refused, CapacityGuardRefusal):
-                raise
-            rp_uuid = next(p.uuid for p in by_uuid.values() if p.id == refused.provider_id)
-            rc = next(name for name, rc_id in rc_ids.items() if rc_id == refused.class_id)
-            raise InvalidAllocation(
-                f"Unable to create allocation for '{rc}' on resource provider "
-                f"'{rp_uuid}'. The requested amount would exceed the capacity.") from exc
+        _insert(conn, new_rows, by_uuid, rc_ids)
 
     # Which generations change, as upstream: the providers in the new
     # allocations, and those of a consumer whose allocations are emptied
@@ -276,54 +296,95 @@ def write(conn: sa.Connection, claims: list[Claim]) -> None:
     changed = {by_uuid[rp_uuid].id for c in claims
                for rp_uuid, resources in c.allocations.items() if resources}
     changed |= {row.resource_provider_id for row in old_rows if row.consumer_id in emptied}
-    for provider_id in sorted(changed):
-        providers.bump_generation(conn, touched[provider_id])
+    _bump_generations(conn, locked, changed)
+    _save_consumers(conn, claims, existing)
+
+
+def _insert(conn: sa.Connection, new_rows: list[dict[str, Any]],
+            by_uuid: dict[str, _Locked], rc_ids: dict[str, int]) -> None:
+    """The new allocation rows, as multi-row INSERTs.
+
+    With RETURNING, SQLAlchemy sends the rows as multi-row INSERTs of up to
+    1,000 rows ("insertmanyvalues"); without it psycopg's executemany sends
+    one statement per row, and the guard's statement-level triggers
+    (migration 0004) would run once per row.
+    """
+    a = t.allocations
+    try:
+        conn.execute(a.insert().returning(a.c.id), new_rows).all()
+    except sa.exc.DBAPIError as exc:
+        # The database's own capacity guard (migration 0002) refuses a row
+        # that takes a provider over capacity, for every writer sharing the
+        # database. Our check runs under the provider lock, so it fires for
+        # us only when another writer (upstream Placement) committed between;
+        # the answer is the same 409.
+        refused = meaning(exc)
+        if not isinstance(refused, CapacityGuardRefusal):
+            raise
+        rp_uuid = next(p.uuid for p in by_uuid.values() if p.id == refused.provider_id)
+        rc = next(name for name, rc_id in rc_ids.items() if rc_id == refused.class_id)
+        raise InvalidAllocation(
+            f"Unable to create allocation for '{rc}' on resource provider "
+            f"'{rp_uuid}'. The requested amount would exceed the capacity.") from exc
+
+
+def _save_consumers(conn: sa.Connection, claims: list[Claim],
+                    existing: dict[str, consumers.Version]) -> None:
+    """Create, update (compare-and-set) or delete each claim's consumer."""
+    holding = [c for c in claims if any(c.allocations.values())]
+    owners = consumers.ensure_owners(
+        conn, {c.project_id for c in holding}, {c.user_id for c in holding},
+        {c.consumer_type for c in holding if c.consumer_type})
+    new: list[consumers.New] = []
     for c in sorted(claims, key=lambda c: c.consumer_uuid):
-        _save_consumer(conn, c, existing.get(c.consumer_uuid))
+        consumer = existing.get(c.consumer_uuid)
+        if not any(c.allocations.values()):
+            if consumer is not None:
+                consumers.delete(conn, consumer)
+            continue
+        project_id, user_id = owners.projects[c.project_id], owners.users[c.user_id]
+        type_id = owners.types[c.consumer_type] if c.consumer_type else None
+        if consumer is None:
+            new.append(consumers.New(c.consumer_uuid, project_id, user_id, type_id))
+        else:
+            consumers.update(conn, consumer, project_id, user_id, type_id,
+                             set_type=c.consumer_type is not None)
+    consumers.create_many(conn, new)
 
 
-def _save_consumer(conn: sa.Connection, c: Claim, consumer: consumers.Consumer | None) -> None:
-    holds = any(c.allocations.values())
-    if not holds:
-        if consumer is not None:
-            consumers.delete(conn, consumer)
-        return
-    project_id = consumers.ensure_project(conn, c.project_id)
-    user_id = consumers.ensure_user(conn, c.user_id)
-    type_id = consumers.ensure_type(conn, c.consumer_type) if c.consumer_type else None
-    if consumer is None:
-        consumers.create(conn, c.consumer_uuid, project_id, user_id, type_id)
-    else:
-        consumers.update(conn, consumer, project_id, user_id, type_id,
-                         set_type=c.consumer_type is not None)
+def _check_capacity(conn: sa.Connection, claims: list[Claim], by_uuid: dict[str, _Locked],
+                    old_ours: dict[tuple[int, int], int]) -> dict[str, int]:
+    """Refuse amounts that break an inventory's rules or its capacity; the
+    ids of the classes asked for.
 
-
-def _check_capacity(conn: sa.Connection, claims: list[Claim],
-                    by_uuid: dict[str, providers.Provider], rc_ids: dict[str, int],
-                    old_ours: dict[tuple[int, int], int]) -> None:
-    """Refuse amounts that break an inventory's rules or its capacity."""
-    if not rc_ids:
-        return
+    ``old_ours`` is what the consumers held before (already deleted): the
+    usage read here is everybody else's.
+    """
     class_order = list(dict.fromkeys(
         rc for c in claims for resources in c.allocations.values() for rc in resources))
-    provider_ids = [by_uuid[rp].id for c in claims for rp in c.allocations]
-    class_id_list = list(rc_ids.values())
-    inv, a = t.inventories, t.allocations
-    inventories = {
-        (row.resource_provider_id, row.resource_class_id): row
-        for row in conn.execute(
-            sa.select(inv).where(inv.c.resource_provider_id.in_(provider_ids),
-                                 inv.c.resource_class_id.in_(class_id_list)))
-    }
-    usage = {
-        (row.resource_provider_id, row.resource_class_id): int(row.used)
-        for row in conn.execute(
-            sa.select(a.c.resource_provider_id, a.c.resource_class_id,
-                      sa.func.sum(a.c.used).label("used"))
-            .where(a.c.resource_provider_id.in_(provider_ids),
-                   a.c.resource_class_id.in_(class_id_list))
-            .group_by(a.c.resource_provider_id, a.c.resource_class_id))
-    }
+    if not class_order:
+        return {}
+    provider_ids = sorted({by_uuid[rp].id for c in claims for rp in c.allocations})
+    inv, rc_table = t.inventories.alias("inventory"), t.resource_classes
+    # One statement: the records with their usage (``capacity.usage``, the
+    # one definition of what is allocated), by class name.
+    rows = conn.execute(
+        sa.select(inv.c.resource_provider_id, inv.c.resource_class_id,
+                  rc_table.c.name.label("resource_class"), inv.c.total, inv.c.reserved,
+                  inv.c.min_unit, inv.c.max_unit, inv.c.step_size, inv.c.allocation_ratio,
+                  capacity.usage(inv).label("used"))
+        .select_from(inv.join(rc_table, rc_table.c.id == inv.c.resource_class_id))
+        .where(inv.c.resource_provider_id.in_(provider_ids),
+               rc_table.c.name.in_(class_order))).all()
+    inventories = {(row.resource_provider_id, row.resource_class_id): row for row in rows}
+    usage = {key: int(row.used) for key, row in inventories.items()}
+    rc_ids = {row.resource_class: row.resource_class_id for row in rows}
+    if len(rc_ids) < len(class_order):
+        # Classes no provider here has inventory of: do they exist at all?
+        rc_ids.update(class_ids(conn, [n for n in class_order if n not in rc_ids]))
+        for name in class_order:
+            if name not in rc_ids:
+                raise UnknownResourceClass(name)
 
     # A provider with no inventory at all of the requested classes.
     with_inventory = {provider_id for provider_id, _ in inventories}
@@ -343,10 +404,11 @@ def _check_capacity(conn: sa.Connection, claims: list[Claim],
                 if inventory is None:
                     raise InvalidAllocation(
                         f"Inventory for '{rc}' on resource provider '{rp_uuid}' invalid.")
-                before = usage.get(key, 0)
+                others = usage.get(key, 0)
+                before = others + old_ours.get(key, 0)
                 # Allocated besides this amount: this request's earlier amounts
                 # replace what its consumers held.
-                used = before - old_ours.get(key, 0) + wanted[key]
+                used = others + wanted[key]
                 limit = capacity.capacity(inventory.total, inventory.reserved,
                                           inventory.allocation_ratio)
                 if not capacity.fits(amount, used, limit, inventory.min_unit,
@@ -363,3 +425,4 @@ def _check_capacity(conn: sa.Connection, claims: list[Claim],
                             f"Unable to create allocation for '{rc}' on resource provider "
                             f"'{rp_uuid}'. The requested amount would exceed the capacity.")
                 wanted[key] += amount
+    return rc_ids

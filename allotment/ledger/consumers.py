@@ -22,26 +22,35 @@ UNKNOWN_TYPE = "unknown"
 
 
 @dataclass(frozen=True)
-class Consumer:
+class Version:
+    """A consumer row as a writer needs it: which row, at which generation."""
+
     id: int
     uuid: str
     generation: int
+
+
+@dataclass(frozen=True)
+class Consumer(Version):
     project: str
     user: str
     consumer_type: str | None
 
 
-def lock(conn: sa.Connection, uuids: list[str]) -> None:
-    """Row-lock the existing consumers among ``uuids`` until the transaction ends.
+def lock_many(conn: sa.Connection, uuids: list[str]) -> dict[str, Version]:
+    """Row-lock the existing consumers among ``uuids`` and read them, by uuid.
 
-    In uuid order, so two writers never wait on each other in a cycle. A
-    plain query of its own: locking the joined project/user rows would
+    In uuid order, so two writers never wait on each other in a cycle. Only
+    the consumers' own row: locking the joined project/user rows would
     serialise every claim of a project. (SQLite has no row locks; its
     writers are already serialised.)
     """
-    if uuids:
-        conn.execute(sa.select(t.consumers.c.id).where(t.consumers.c.uuid.in_(uuids))
-                     .order_by(t.consumers.c.uuid).with_for_update())
+    if not uuids:
+        return {}
+    c = t.consumers
+    rows = conn.execute(sa.select(c.c.id, c.c.uuid, c.c.generation)
+                        .where(c.c.uuid.in_(uuids)).order_by(c.c.uuid).with_for_update())
+    return {row.uuid: Version(row.id, row.uuid, row.generation) for row in rows}
 
 
 def get_many(conn: sa.Connection, uuids: list[str]) -> dict[str, Consumer]:
@@ -61,7 +70,7 @@ def get_many(conn: sa.Connection, uuids: list[str]) -> dict[str, Consumer]:
             for row in rows}
 
 
-def check_generation(uuid: str, consumer: Consumer | None, given: int | None) -> None:
+def check_generation(uuid: str, consumer: Version | None, given: int | None) -> None:
     """Refuse a write whose consumer generation is stale (1.28+).
 
     ``given`` None means "I expect this consumer not to exist yet".
@@ -86,6 +95,41 @@ def _ensure_named(conn: sa.Connection, table: sa.Table, column: str, value: str)
     return new_id
 
 
+@dataclass(frozen=True)
+class Owners:
+    """The ids of the projects, users and consumer types a write names."""
+
+    projects: dict[str, int]
+    users: dict[str, int]
+    types: dict[str, int]
+
+
+def ensure_owners(conn: sa.Connection, projects: set[str], users: set[str],
+                  types: set[str]) -> Owners:
+    """The ids of the named projects, users and types, inserting missing ones.
+
+    One statement when they all exist, as they do for every claim after a
+    project's first: this is on the claim's path.
+    """
+    p, u, ct = t.projects, t.users, t.consumer_types
+    parts = [sa.select(sa.literal(kind).label("kind"), table.c.id, col.label("name"))
+             .where(col.in_(sorted(names)))
+             for kind, table, col, names in (("p", p, p.c.external_id, projects),
+                                             ("u", u, u.c.external_id, users),
+                                             ("t", ct, ct.c.name, types)) if names]
+    found: dict[str, dict[str, int]] = {"p": {}, "u": {}, "t": {}}
+    if parts:
+        for row in conn.execute(sa.union_all(*parts)):
+            found[row.kind][row.name] = row.id
+    for name in sorted(projects - found["p"].keys()):
+        found["p"][name] = ensure_project(conn, name)
+    for name in sorted(users - found["u"].keys()):
+        found["u"][name] = ensure_user(conn, name)
+    for name in sorted(types - found["t"].keys()):
+        found["t"][name] = ensure_type(conn, name)
+    return Owners(found["p"], found["u"], found["t"])
+
+
 def ensure_project(conn: sa.Connection, external_id: str) -> int:
     return _ensure_named(conn, t.projects, "external_id", external_id)
 
@@ -98,15 +142,27 @@ def ensure_type(conn: sa.Connection, name: str) -> int:
     return _ensure_named(conn, t.consumer_types, "name", name)
 
 
-def create(conn: sa.Connection, uuid: str, project_id: int, user_id: int,
-           type_id: int | None) -> None:
-    """A new consumer that now holds allocations (generation 1)."""
-    conn.execute(t.consumers.insert().values(
-        uuid=uuid, project_id=project_id, user_id=user_id, generation=1,
-        consumer_type_id=type_id, created_at=utcnow()))
+@dataclass(frozen=True)
+class New:
+    """A consumer to create: it now holds allocations (generation 1)."""
+
+    uuid: str
+    project_id: int
+    user_id: int
+    type_id: int | None
 
 
-def update(conn: sa.Connection, consumer: Consumer, project_id: int, user_id: int,
+def create_many(conn: sa.Connection, new: list[New]) -> None:
+    """Insert new consumers, all in one statement."""
+    if not new:
+        return
+    now = utcnow()
+    conn.execute(t.consumers.insert(), [
+        {"uuid": n.uuid, "project_id": n.project_id, "user_id": n.user_id, "generation": 1,
+         "consumer_type_id": n.type_id, "created_at": now} for n in new])
+
+
+def update(conn: sa.Connection, consumer: Version, project_id: int, user_id: int,
            type_id: int | None, set_type: bool) -> None:
     """Bump the generation (compare-and-set) and record the owner given now."""
     values: dict[str, object] = {"generation": consumer.generation + 1, "project_id": project_id,
@@ -122,7 +178,7 @@ def update(conn: sa.Connection, consumer: Consumer, project_id: int, user_id: in
         raise Race(f"consumer {consumer.uuid} changed")
 
 
-def delete(conn: sa.Connection, consumer: Consumer) -> None:
+def delete(conn: sa.Connection, consumer: Version) -> None:
     """Remove a consumer that no longer holds anything (compare-and-set)."""
     result = conn.execute(
         t.consumers.delete()
