@@ -23,7 +23,7 @@ What differs, on purpose:
   adds the standard resource classes and traits. It leaves upstream's own
   ``alembic_version`` table at upstream's head, so upstream can read the
   database too.
-- ``db version`` prints allotment's revision (``0003``), not upstream's
+- ``db version`` prints allotment's revision (``0004``), not upstream's
   (``a082b8bb98d0``); ``None`` for a database never synced.
 - ``db stamp`` takes allotment's revision names (or ``head``).
 
