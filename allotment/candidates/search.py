@@ -233,22 +233,52 @@ def tree_candidates(slots: list[Slot], rules: Rules,  # noqa: C901 (closures, se
 
     suffix_positions = _suffix_positions(slots)
     root_of = rules.root_of
+    made: dict[frozenset[tuple[tuple[int, int], int]],
+               tuple[dict[int, dict[int, int]], tuple[int, ...]]] = {}
 
-    def walk(pos: int) -> Iterator[Candidate]:
-        if step is not None:
-            step()
-        if pos == count:
-            yield _candidate(taken, chosen, suffix_positions, root_of)
-            return
-        for rp in slots[pos].options:
+    # The walk, depth first, options in order: a loop over an explicit stack
+    # (``tried``: how far each position has gone through its options), not
+    # recursive generators, through which every candidate would climb back
+    # up one frame per slot.
+    if step is not None:
+        step()
+    if not count:
+        yield _candidate(taken, chosen, suffix_positions, root_of, made)
+        return
+    options = [slot.options for slot in slots]
+    tried = [0] * count
+    last = count - 1
+    pos = 0
+    while pos >= 0:
+        here = options[pos]
+        index = tried[pos]
+        placed = False
+        while index < len(here):
+            rp = here[index]
+            index += 1
             if not fits(pos, rp):
                 continue
             place(pos, rp)
-            if checks_pass(pos) and later_slots_viable(pos, rp):
-                yield from walk(pos + 1)
+            # Looking ahead from the last but one position would only repeat
+            # what the last position's own loop finds out.
+            if checks_pass(pos) and (pos >= last - 1 or later_slots_viable(pos, rp)):
+                placed = True
+                break
             unplace(pos, rp)
-
-    yield from walk(0)
+        if not placed:
+            tried[pos] = 0
+            pos -= 1
+            if pos >= 0:
+                unplace(pos, chosen[pos])
+            continue
+        tried[pos] = index
+        if step is not None:
+            step()
+        if pos == last:
+            yield _candidate(taken, chosen, suffix_positions, root_of, made)
+            unplace(pos, rp)
+        else:
+            pos += 1
 
 
 def _subtree_checks(slots: list[Slot], same_subtrees: tuple[frozenset[str], ...]
@@ -273,23 +303,36 @@ def _suffix_positions(slots: list[Slot]) -> list[tuple[str, list[int]]]:
 
 def _candidate(taken: dict[tuple[int, int], int], chosen: list[int],
                suffix_positions: list[tuple[str, list[int]]],
-               root_of: dict[int, int]) -> Candidate:
+               root_of: dict[int, int],
+               made: dict[frozenset[tuple[tuple[int, int], int]],
+                          tuple[dict[int, dict[int, int]], tuple[int, ...]]]) -> Candidate:
     """The candidate of a complete walk: ``taken`` by provider, the providers
-    ``chosen`` per suffix, and their roots."""
+    ``chosen`` per suffix, and their roots.
+
+    Candidates that take the same amounts from the same providers (they
+    differ in which group each serves) share one ``allocations`` dict, kept
+    in ``made``: identical groups on interchangeable devices make thousands
+    of them, and the JSON writer writes a shared one once. Nobody changes a
+    candidate's ``allocations``.
+    """
     # Called once per candidate: tens of thousands of times for wide trees.
-    allocations: dict[int, dict[int, int]] = {}
-    for (rp, rc), amount in taken.items():
-        found = allocations.get(rp)
-        if found is None:
-            allocations[rp] = {rc: amount}
-        else:
-            found[rc] = amount
+    key = frozenset(taken.items())
+    found_before = made.get(key)
+    if found_before is None:
+        allocations: dict[int, dict[int, int]] = {}
+        for (rp, rc), amount in taken.items():
+            found = allocations.get(rp)
+            if found is None:
+                allocations[rp] = {rc: amount}
+            else:
+                found[rc] = amount
+        roots = {root_of.get(rp, rp) for rp in allocations}
+        found_before = made[key] = (
+            allocations, (roots.pop(),) if len(roots) == 1 else tuple(sorted(roots)))
     mappings = {suffix: (chosen[positions[0]],) if len(positions) == 1
                 else tuple(sorted({chosen[p] for p in positions}))
                 for suffix, positions in suffix_positions}
-    roots = {root_of.get(rp, rp) for rp in allocations}
-    return Candidate(allocations, mappings,
-                     (roots.pop(),) if len(roots) == 1 else tuple(sorted(roots)))
+    return Candidate(found_before[0], mappings, found_before[1])
 
 
 def ancestors(parents: Mapping[int, int | None]) -> dict[int, frozenset[int]]:

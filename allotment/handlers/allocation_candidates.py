@@ -227,19 +227,40 @@ def render_json(version: Version, request: CandidateRequest, result: engine.Resu
             pieces[key] = found
         return found
 
+    mapping_json: dict[tuple[str, tuple[int, ...]], bytes] = {}
+
+    def mapping(suffix: str, rps: tuple[int, ...]) -> bytes:
+        text = mapping_json[(suffix, rps)] = (
+            orjson.dumps(suffix) + b":[" + b",".join([quoted[rp] for rp in rps]) + b"]")
+        return text
+
+    # Candidates that differ only in their mappings share one allocations
+    # dict (``search._candidate``): written once, by identity (every
+    # candidate, hence every dict, stays alive while this runs).
+    allocations_json: dict[int, bytes] = {}
     items = []
     for candidate in result.candidates:
-        allocations = b",".join([piece(rp, by_rc)
-                                 for rp, by_rc in candidate.allocations.items()])
+        allocations = allocations_json.get(id(candidate.allocations))
+        if allocations is None:
+            allocations = allocations_json[id(candidate.allocations)] = b",".join(
+                [piece(rp, by_rc) for rp, by_rc in candidate.allocations.items()])
         if not dict_format:
             items.append(b'{"allocations":[' + allocations + b"]}")
             continue
         if not with_mappings:
             items.append(b'{"allocations":{' + allocations + b"}}")
             continue
-        mappings = b",".join([orjson.dumps(suffix) + b":[" + b",".join([quoted[rp] for rp in rps])
-                              + b"]" for suffix, rps in candidate.mappings.items()])
+        mappings = b",".join([mapping_json.get((suffix, rps)) or mapping(suffix, rps)
+                              for suffix, rps in candidate.mappings.items()])
         items.append(b'{"allocations":{' + allocations + b'},"mappings":{' + mappings + b"}}")
+    return (b'{"allocation_requests":[' + b",".join(items) + b'],"provider_summaries":{'
+            + b",".join(_summaries_json(version, request, result)) + b"}}")
+
+
+def _summaries_json(version: Version, request: CandidateRequest,
+                    result: engine.Result) -> list[bytes]:
+    """Each provider summary's ``"uuid":{...}`` text (kept on the summary when
+    it comes from the read model, per shape of the answer)."""
     all_classes = version.has("summaries_all_inventory")
     with_traits = version.has("candidates_required")
     with_tree = version.has("nested_candidates")
@@ -263,8 +284,7 @@ def render_json(version: Version, request: CandidateRequest, result: engine.Resu
             if summary.rendered is not None:
                 summary.rendered[shape] = text
         summaries.append(text)
-    return (b'{"allocation_requests":[' + b",".join(items) + b'],"provider_summaries":{'
-            + b",".join(summaries) + b"}}")
+    return summaries
 
 
 def render_body(version: Version, request: CandidateRequest, result: engine.Result) -> dict:
