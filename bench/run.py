@@ -52,9 +52,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--label", default="server", help="column name for --url")
     p.add_argument("--token", default="admin", help="X-Auth-Token to send")
     g = p.add_argument_group("servers")
-    g.add_argument("--db", choices=["postgresql", "sqlite"], default="postgresql")
+    g.add_argument("--db", choices=["postgresql", "mysql", "sqlite"], default="postgresql")
     g.add_argument("--pg-url", default="postgresql://postgres@127.0.0.1:5432",
                    help="PostgreSQL server where a fresh database is created per run")
+    g.add_argument("--mysql-url", default="mysql://root@127.0.0.1:3306",
+                   help="MariaDB/MySQL server where a fresh database is created per run "
+                        "(--db mysql)")
     g.add_argument("--workers", type=int, default=2, help="worker processes, both servers")
     g.add_argument("--threads", type=int, default=4, help="threads per worker, both servers")
     g.add_argument("--port-base", type=int, default=18500,
@@ -245,10 +248,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         impls = [name.strip() for name in args.impls.split(",") if name.strip()]
         dbs = servers.DatabaseFactory(args.db, workdir, args.pg_url,
-                                      str(Path(args.allotment_bin).parent / "python"))
+                                      str(Path(args.allotment_bin).parent / "python"),
+                                      mysql_url=args.mysql_url)
         dbs.check()
         facts.append(f"database: {args.db}"
-                     + (f" ({servers.redact(args.pg_url)})" if args.db == "postgresql" else "")
+                     + (f" ({servers.redact(dbs.server_url)})" if args.db != "sqlite" else "")
                      + f"; a fresh one per server and workload; {args.workers} workers x "
                        f"{args.threads} threads for both")
         if "allotment" in impls and not Path(args.allotment_bin).exists():

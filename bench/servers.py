@@ -24,13 +24,24 @@ from http_client import PlacementClient
 
 UPSTREAM_PACKAGES = ["openstack-placement", "uwsgi", "psycopg2-binary", "PyMySQL"]
 
-# Run with the allotment venv's Python, which has psycopg: the harness itself needs
-# no database driver.
+# Run with the allotment venv's Python, which has psycopg and PyMySQL: the harness
+# itself needs no database driver.
 _PG_ADMIN_SCRIPT = """
 import sys, psycopg
 with psycopg.connect(sys.argv[1], autocommit=True) as conn:
     for statement in sys.argv[2:]:
         conn.execute(statement)
+"""
+_MYSQL_ADMIN_SCRIPT = """
+import sys, pymysql
+from sqlalchemy.engine import make_url
+url = make_url(sys.argv[1])
+conn = pymysql.connect(host=url.host, port=url.port or 3306, user=url.username,
+                       password=url.password or "", autocommit=True)
+with conn.cursor() as cursor:
+    for statement in sys.argv[2:]:
+        cursor.execute(statement)
+conn.close()
 """
 
 
@@ -50,33 +61,45 @@ class Database:
         """
         if impl == "upstream" and self.url.startswith("postgresql://"):
             return "postgresql+psycopg2://" + self.url.removeprefix("postgresql://")
+        if self.url.startswith("mysql://"):
+            return "mysql+pymysql://" + self.url.removeprefix("mysql://")
         return self.url
 
 
 class DatabaseFactory:
-    """Creates fresh per-server databases of one kind (sqlite or postgresql)."""
+    """Creates fresh per-server databases of one kind (sqlite, postgresql or mysql)."""
 
-    def __init__(self, kind: str, workdir: Path, pg_url: str, admin_python: str) -> None:
+    def __init__(self, kind: str, workdir: Path, pg_url: str, admin_python: str,
+                 mysql_url: str = "mysql://root@127.0.0.1:3306") -> None:
         self.kind = kind
         self.workdir = workdir
         self.pg_url = pg_url.rstrip("/")
+        self.mysql_url = mysql_url.rstrip("/")
         self.admin_python = admin_python
 
+    @property
+    def server_url(self) -> str:
+        return self.mysql_url if self.kind == "mysql" else self.pg_url
+
     def _pg_admin(self, *statements: str) -> None:
+        if self.kind == "mysql":
+            subprocess.run([self.admin_python, "-c", _MYSQL_ADMIN_SCRIPT, self.mysql_url,
+                            *statements], check=True, capture_output=True, text=True)
+            return
         subprocess.run([self.admin_python, "-c", _PG_ADMIN_SCRIPT,
                         self.pg_url + "/postgres", *statements],
                        check=True, capture_output=True, text=True)
 
     def check(self) -> None:
         """Fail early, with a hint, when the database server is not there."""
-        if self.kind != "postgresql":
+        if self.kind == "sqlite":
             return
         try:
             self._pg_admin("SELECT 1")
         except subprocess.CalledProcessError as exc:
-            raise SystemExit(f"cannot reach PostgreSQL at {self.pg_url}: "
+            raise SystemExit(f"cannot reach {self.kind} at {self.server_url}: "
                              f"{exc.stderr.strip().splitlines()[-1:]}\n"
-                             "start it, pass --pg-url, or use --db sqlite") from exc
+                             "start it, pass --pg-url/--mysql-url, or use --db sqlite") from exc
 
     def create(self, name: str) -> Database:
         if self.kind == "sqlite":
@@ -85,6 +108,10 @@ class DatabaseFactory:
                 stale.unlink(missing_ok=True)
             return Database(url=f"sqlite:///{path}", drop=[], path=path)
         dbname = f"allotment_bench_{name}_{os.getpid()}".replace("-", "_")
+        if self.kind == "mysql":
+            self._pg_admin(f"DROP DATABASE IF EXISTS `{dbname}`", f"CREATE DATABASE `{dbname}`")
+            return Database(url=f"{self.mysql_url}/{dbname}",
+                            drop=[f"DROP DATABASE IF EXISTS `{dbname}`"])
         self._pg_admin(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)',
                        f'CREATE DATABASE "{dbname}"')
         return Database(url=f"{self.pg_url}/{dbname}",
