@@ -187,17 +187,45 @@ class _Locked:
     generation: int
 
 
+# The claim's statements, built once (expanding parameters for the lists):
+# building and keying a statement costs more than its compiled-cache lookup.
+_A = t.allocations
+_RP = t.resource_providers
+_OLD_COLUMNS = (_A.c.consumer_id, _A.c.resource_provider_id, _A.c.resource_class_id, _A.c.used)
+_CONSUMERS: sa.BindParameter[str] = sa.bindparam("consumers", expanding=True)
+_DELETE_OLD = _A.delete().where(_A.c.consumer_id.in_(_CONSUMERS))
+_DELETE_OLD_RETURNING = _DELETE_OLD.returning(*_OLD_COLUMNS)
+_SELECT_OLD = sa.select(*_OLD_COLUMNS).where(_A.c.consumer_id.in_(_CONSUMERS))
+_LOCK_NAMED = (sa.select(_RP.c.id, _RP.c.uuid, _RP.c.generation)
+               .where(_RP.c.uuid.in_(sa.bindparam("named", expanding=True)))
+               .order_by(_RP.c.id).with_for_update())
+_LOCK_NAMED_AND_HELD = (sa.select(_RP.c.id, _RP.c.uuid, _RP.c.generation)
+                        .where(sa.or_(_RP.c.uuid.in_(sa.bindparam("named", expanding=True)),
+                                      _RP.c.id.in_(sa.bindparam("held", expanding=True))))
+                        .order_by(_RP.c.id).with_for_update())
+_BUMP = (_RP.update().where(_RP.c.id.in_(sa.bindparam("ids", expanding=True)))
+         .values(generation=_RP.c.generation + 1, updated_at=sa.bindparam("now")))
+_INVENTORY = t.inventories.alias("inventory")
+_INVENTORIES_WITH_USAGE = (
+    sa.select(_INVENTORY.c.resource_provider_id, _INVENTORY.c.resource_class_id,
+              t.resource_classes.c.name.label("resource_class"), _INVENTORY.c.total,
+              _INVENTORY.c.reserved, _INVENTORY.c.min_unit, _INVENTORY.c.max_unit,
+              _INVENTORY.c.step_size, _INVENTORY.c.allocation_ratio,
+              capacity.usage(_INVENTORY).label("used"))
+    .select_from(_INVENTORY.join(t.resource_classes,
+                                 t.resource_classes.c.id == _INVENTORY.c.resource_class_id))
+    .where(_INVENTORY.c.resource_provider_id.in_(sa.bindparam("providers", expanding=True)),
+           t.resource_classes.c.name.in_(sa.bindparam("classes", expanding=True))))
+
+
 def _delete_old(conn: sa.Connection, uuids: list[str]) -> list[_OldRow]:
     """Delete what the consumers hold now, returning it: one statement where
     the database can return deleted rows (PostgreSQL, MariaDB, SQLite)."""
-    a = t.allocations
-    columns = (a.c.consumer_id, a.c.resource_provider_id, a.c.resource_class_id, a.c.used)
-    delete = a.delete().where(a.c.consumer_id.in_(uuids))
     if conn.dialect.delete_returning:
-        rows = conn.execute(delete.returning(*columns)).all()
+        rows = conn.execute(_DELETE_OLD_RETURNING, {"consumers": uuids}).all()
     else:
-        rows = conn.execute(sa.select(*columns).where(a.c.consumer_id.in_(uuids))).all()
-        conn.execute(delete)
+        rows = conn.execute(_SELECT_OLD, {"consumers": uuids}).all()
+        conn.execute(_DELETE_OLD, {"consumers": uuids})
     return [_OldRow(row.consumer_id, row.resource_provider_id, row.resource_class_id,
                     int(row.used)) for row in rows]
 
@@ -211,17 +239,13 @@ def _lock_providers(conn: sa.Connection, named: list[str],
     up instead of failing their compare-and-set; usage read after this
     point cannot change under us until we commit.
     """
-    rp = t.resource_providers
-    conditions = []
-    if named:
-        conditions.append(rp.c.uuid.in_(named))
-    if held_ids:
-        conditions.append(rp.c.id.in_(sorted(held_ids)))
-    if not conditions:
+    if not named and not held_ids:
         return {}
-    rows = conn.execute(sa.select(rp.c.id, rp.c.uuid, rp.c.generation)
-                        .where(sa.or_(*conditions)).order_by(rp.c.id)
-                        .with_for_update()).all()
+    if held_ids:
+        rows = conn.execute(_LOCK_NAMED_AND_HELD,
+                            {"named": named, "held": sorted(held_ids)}).all()
+    else:
+        rows = conn.execute(_LOCK_NAMED, {"named": named}).all()
     locked = {row.id: _Locked(row.id, row.uuid, row.generation) for row in rows}
     found = {p.uuid for p in locked.values()}
     for rp_uuid in named:
@@ -240,10 +264,8 @@ def _bump_generations(conn: sa.Connection, locked: dict[int, _Locked],
     """
     if not changed:
         return
-    rp = t.resource_providers
     ids = sorted(changed)
-    result = conn.execute(rp.update().where(rp.c.id.in_(ids))
-                          .values(generation=rp.c.generation + 1, updated_at=utcnow()))
+    result = conn.execute(_BUMP, {"ids": ids, "now": utcnow()})
     if result.rowcount != len(ids):
         raise Race(f"provider {', '.join(locked[i].uuid for i in ids)} changed")
 
@@ -365,17 +387,8 @@ def _check_capacity(conn: sa.Connection, claims: list[Claim], by_uuid: dict[str,
     if not class_order:
         return {}
     provider_ids = sorted({by_uuid[rp].id for c in claims for rp in c.allocations})
-    inv, rc_table = t.inventories.alias("inventory"), t.resource_classes
-    # One statement: the records with their usage (``capacity.usage``, the
-    # one definition of what is allocated), by class name.
-    rows = conn.execute(
-        sa.select(inv.c.resource_provider_id, inv.c.resource_class_id,
-                  rc_table.c.name.label("resource_class"), inv.c.total, inv.c.reserved,
-                  inv.c.min_unit, inv.c.max_unit, inv.c.step_size, inv.c.allocation_ratio,
-                  capacity.usage(inv).label("used"))
-        .select_from(inv.join(rc_table, rc_table.c.id == inv.c.resource_class_id))
-        .where(inv.c.resource_provider_id.in_(provider_ids),
-               rc_table.c.name.in_(class_order))).all()
+    rows = conn.execute(_INVENTORIES_WITH_USAGE,
+                        {"providers": provider_ids, "classes": class_order}).all()
     inventories = {(row.resource_provider_id, row.resource_class_id): row for row in rows}
     usage = {key: int(row.used) for key, row in inventories.items()}
     rc_ids = {row.resource_class: row.resource_class_id for row in rows}

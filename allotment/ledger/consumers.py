@@ -47,10 +47,20 @@ def lock_many(conn: sa.Connection, uuids: list[str]) -> dict[str, Version]:
     """
     if not uuids:
         return {}
-    c = t.consumers
-    rows = conn.execute(sa.select(c.c.id, c.c.uuid, c.c.generation)
-                        .where(c.c.uuid.in_(uuids)).order_by(c.c.uuid).with_for_update())
+    rows = conn.execute(_LOCK_MANY, {"uuids": uuids})
     return {row.uuid: Version(row.id, row.uuid, row.generation) for row in rows}
+
+
+# Built once: these run in every claim (see allocations.py).
+_LOCK_MANY = (sa.select(t.consumers.c.id, t.consumers.c.uuid, t.consumers.c.generation)
+              .where(t.consumers.c.uuid.in_(sa.bindparam("uuids", expanding=True)))
+              .order_by(t.consumers.c.uuid).with_for_update())
+_OWNERS = sa.union_all(*(
+    sa.select(sa.literal(kind).label("kind"), table.c.id, column.label("name"))
+    .where(column.in_(sa.bindparam(kind, expanding=True)))
+    for kind, table, column in (("p", t.projects, t.projects.c.external_id),
+                                ("u", t.users, t.users.c.external_id),
+                                ("t", t.consumer_types, t.consumer_types.c.name))))
 
 
 def get_many(conn: sa.Connection, uuids: list[str]) -> dict[str, Consumer]:
@@ -111,15 +121,10 @@ def ensure_owners(conn: sa.Connection, projects: set[str], users: set[str],
     One statement when they all exist, as they do for every claim after a
     project's first: this is on the claim's path.
     """
-    p, u, ct = t.projects, t.users, t.consumer_types
-    parts = [sa.select(sa.literal(kind).label("kind"), table.c.id, col.label("name"))
-             .where(col.in_(sorted(names)))
-             for kind, table, col, names in (("p", p, p.c.external_id, projects),
-                                             ("u", u, u.c.external_id, users),
-                                             ("t", ct, ct.c.name, types)) if names]
     found: dict[str, dict[str, int]] = {"p": {}, "u": {}, "t": {}}
-    if parts:
-        for row in conn.execute(sa.union_all(*parts)):
+    if projects or users or types:
+        for row in conn.execute(_OWNERS, {"p": sorted(projects), "u": sorted(users),
+                                          "t": sorted(types)}):
             found[row.kind][row.name] = row.id
     for name in sorted(projects - found["p"].keys()):
         found["p"][name] = ensure_project(conn, name)
