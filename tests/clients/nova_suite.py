@@ -286,12 +286,13 @@ def run(environment: Environment, names: Sequence[str] | None, workdir: Path,
     outcome = _read_streams(environment, [stream for _process, stream, _errors in processes])
     results = Results()
     for test in tests:
-        result = outcome.get(test, {"status": "missing", "details": "no result (worker died "
-                                                                     "or was killed)"})
+        result = outcome.get(test, {"status": "exists"})
         if result["status"] == "success":
             results.passed.append(test)
         elif result["status"] == "skip":
             results.skipped[test] = result.get("reason", "")
+        elif result["status"] in ("exists", "inprogress"):  # never began, or never ended
+            results.failed[test] = "no result: its worker died or was killed"
         else:
             results.failed[test] = f"{result['status']}: {result.get('details', '')}"
     return Run(results, len(tests), time.monotonic() - started, workers, log)
