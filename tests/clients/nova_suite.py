@@ -17,6 +17,7 @@ back by ``nova_subunit.py`` in the nova venv.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -227,21 +228,30 @@ def _read_streams(environment: Environment, streams: Sequence[Path]) -> dict[str
 
 
 def list_tests(environment: Environment, names: Sequence[str] | None, workdir: Path) -> list[str]:
+    workdir.mkdir(parents=True, exist_ok=True)
     stream = workdir / "list.subunit"
     env = child_environment() | {"PYTHONPATH": import_path(environment)}
     targets = _targets(environment, names)
     arguments = [*targets, "--list"] if names is None else ["--list", *targets]
-    with stream.open("wb") as out, (workdir / "list.err").open("wb") as err:
-        subprocess.run([str(environment.python), "-m", "subunit.run", *arguments], env=env,
-                       cwd=workdir, stdout=out, stderr=err, check=True, timeout=LIST_TIMEOUT)
-    return sorted(_read_streams(environment, [stream]))
+    errors = workdir / "list.err"
+    with stream.open("wb") as out, errors.open("wb") as err:
+        listing = subprocess.run([str(environment.python), "-m", "subunit.run", *arguments],
+                                 env=env, cwd=workdir, stdout=out, stderr=err,
+                                 timeout=LIST_TIMEOUT)
+    listed = sorted(_read_streams(environment, [stream]))
+    # A module that fails to import is listed as one test of unittest's.
+    unloadable = [test for test in listed if test.startswith("unittest.")]
+    if listing.returncode != 0 or unloadable:
+        raise RuntimeError(f"listing nova's tests failed (exit {listing.returncode}; "
+                           f"cannot load: {', '.join(unloadable) or '-'}):\n" + _tail(errors))
+    return listed
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
-    """The worker and whatever it started (its own process group)."""
-    if process.poll() is None:
+    """The worker and whatever it left running (its own process group)."""
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=30)
+    process.wait(timeout=30)
 
 
 def _tail(path: Path, size: int = 3000) -> str:
@@ -256,7 +266,6 @@ def run(environment: Environment, names: Sequence[str] | None, workdir: Path,
     finished count as failed.
     """
     started = time.monotonic()
-    workdir.mkdir(parents=True, exist_ok=True)
     tests = list_tests(environment, names, workdir)
     env = child_environment() | {"PYTHONPATH": import_path(environment)}
     targets = _targets(environment, names)
