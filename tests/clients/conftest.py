@@ -12,8 +12,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "(starts both servers; deselect with -m 'not sidebyside')")
     config.addinivalue_line(
         "markers",
-        "clients: runs a real client's own tests (openstacksdk, ...) against a live "
-        "allotment serve (deselect with -m 'not clients')")
+        "clients: runs a real client's own tests (openstacksdk, nova, ...) against "
+        "allotment, live or in-process (deselect with -m 'not clients')")
     config.addinivalue_line(
         "markers",
         "mixed: upstream Placement 16.0.0 and allotment serving one PostgreSQL/MariaDB "

@@ -1,0 +1,1 @@
+"""Stands in for ``placement.tests.functional``."""
