@@ -20,7 +20,8 @@ upstream Placement 16.0.0.
 
 ``ALLOTMENT_NOVA_TESTS=all`` runs every nova functional test instead (2,811;
 most of them start the PlacementFixture; hours on 2 cores): nothing may fail,
-skips and nova's expected failures (its known bugs) are reported. ``ALLOTMENT_NOVA_TESTS=<name>,<name>`` runs those modules or classes
+skips and nova's expected failures (its known bugs) are reported.
+``ALLOTMENT_NOVA_TESTS=<name>,<name>`` runs those modules or classes
 (``nova.tests.functional.test_servers``, ...).
 
 Run alone: ``.venv/bin/pytest -m clients tests/clients/test_nova_functional.py``.
