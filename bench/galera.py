@@ -18,12 +18,10 @@ over capacity::
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +37,7 @@ from loader import Loader, count_providers  # noqa: E402
 from run import DEFAULTS, _restarter  # noqa: E402
 
 from tests.clients import live  # noqa: E402
-from tests.support.galera import GaleraCluster  # noqa: E402
+from tests.support.galera import GaleraCluster, write_retries  # noqa: E402
 
 
 class Spread:
@@ -62,17 +60,6 @@ class Spread:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._mine(), name)
-
-
-def retries(url: str) -> dict[str, float]:
-    with urllib.request.urlopen(url + "/metrics", timeout=10) as response:
-        text = response.read().decode()
-    found: dict[str, float] = {}
-    for line in text.splitlines():
-        match = re.match(r'placement_write_retries_total\{cause="(\w+)"\} ([0-9.e+]+)', line)
-        if match:
-            found[match.group(1)] = float(match.group(2))
-    return found
 
 
 def main() -> int:
@@ -116,9 +103,9 @@ def main() -> int:
         session = scenarios.Session("allotment-galera", Spread(clients), loader,  # type: ignore[arg-type]
                                     restart=_restarter(None, first, args))
         group = scenarios.Group(loop.name, [session], settings)
-        before = [retries(s.url) for s in servers]
+        before = [write_retries(s.url) for s in servers]
         loop.run(group)
-        after = [retries(s.url) for s in servers]
+        after = [write_retries(s.url) for s in servers]
         tally = next(m.loop for m in group.results if m.kind == "loop")
         boots = len(tally.boots.samples)
         causes: dict[str, float] = {}

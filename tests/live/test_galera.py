@@ -26,7 +26,6 @@ Select with ``-m galera``; runs by default (about a minute).
 from __future__ import annotations
 
 import random
-import re
 import threading
 import time
 import uuid
@@ -38,7 +37,7 @@ import pytest
 
 from tests.clients import live
 from tests.support.dbservers import call
-from tests.support.galera import GaleraCluster
+from tests.support.galera import GaleraCluster, write_retries
 
 pytestmark = pytest.mark.galera
 
@@ -106,20 +105,7 @@ def _providers(server: live.LiveServer, count: int, vcpus: int) -> list[str]:
 
 
 def _retries(server: live.LiveServer) -> dict[str, float]:
-    text = _metrics_text(server)
-    found: dict[str, float] = {}
-    for line in text.splitlines():
-        match = re.match(r'placement_write_retries_total\{cause="(\w+)"\} ([0-9.e+]+)', line)
-        if match:
-            found[match.group(1)] = float(match.group(2))
-    return found
-
-
-def _metrics_text(server: live.LiveServer) -> str:
-    import urllib.request
-
-    with urllib.request.urlopen(server.url + "/metrics", timeout=10) as response:
-        return response.read().decode()
+    return write_retries(server.url)
 
 
 @dataclass

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import shutil
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 import pymysql
@@ -187,3 +189,15 @@ class GaleraCluster:
         for node in reversed(self.nodes):
             node.remove()
         shutil.rmtree(self.base, ignore_errors=True)
+
+
+def write_retries(url: str) -> dict[str, float]:
+    """A server's ``placement_write_retries`` counters by cause, from its /metrics."""
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as response:
+        text = response.read().decode()
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        match = re.match(r'placement_write_retries_total\{cause="(\w+)"\} ([0-9.e+]+)', line)
+        if match:
+            found[match.group(1)] = float(match.group(2))
+    return found
