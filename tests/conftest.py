@@ -161,6 +161,9 @@ class BackendDatabase:
                                                                       escape="\\")))
             # allotment_changes is not emptied: an app may live across resets
             # (hypothesis examples) and its read model must see these deletions.
+            # The history is: the deletions above were recorded in it.
+            conn.execute(t.allocation_history.delete())
+            conn.execute(t.inventory_history.delete())
 
     def close(self) -> None:
         self.engine.dispose()

@@ -24,12 +24,19 @@ from tests.support.client import PlacementClient
 
 VERSION = "1.39"
 # The most statements (commit included) each claim may take on PostgreSQL and
-# MariaDB; SQLite adds its BEGIN IMMEDIATE. Before the claim was cut down to
-# one statement per step they were 15, 17, 21 and 5.
-NEW_INSTANCE = 9
-REPLACE = 9
-MOVE = 10
-RELEASE = 4
+# MariaDB, the history's write context (allotment.db.writer) included; SQLite
+# adds its BEGIN IMMEDIATE and its context row's two. Before the claim was cut
+# down to one statement per step they were 15, 17, 21 and 5 (without the
+# context).
+NEW_INSTANCE = 10
+REPLACE = 10
+MOVE = 11
+RELEASE = 5
+
+# SQLite's statements that are not round trips (it is in-process, and the
+# other drivers begin implicitly): counted by the others' bounds already.
+_IN_PROCESS = ("BEGIN IMMEDIATE", "INSERT OR REPLACE INTO allotment_write_context",
+               "DELETE FROM allotment_write_context")
 
 
 class StatementCounter:
@@ -39,9 +46,13 @@ class StatementCounter:
 
     @property
     def total(self) -> int:
-        """Round trips, but SQLite's BEGIN IMMEDIATE (no round trip: SQLite
-        is in-process; the other drivers begin implicitly)."""
-        return len([s for s in self.statements if s != "BEGIN IMMEDIATE"]) + self.commits
+        """Round trips: every statement but SQLite's in-process extras, and the commit."""
+        return len([s for s in self.statements
+                    if not s.startswith(_IN_PROCESS)]) + self.commits + self._sqlite_context()
+
+    def _sqlite_context(self) -> int:
+        """SQLite's context row stands for the others' one context statement."""
+        return 1 if any(s.startswith(_IN_PROCESS[1]) for s in self.statements) else 0
 
     def report(self) -> str:
         return "\n".join([*self.statements, f"+ {self.commits} commit(s)"])

@@ -27,8 +27,10 @@ from tests import conftest
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 STAMP_TABLES = {"alembic_version", "allotment_alembic_version"}
-# Ours (migration 0003): the change log the read model polls.
-OWN_TABLES = STAMP_TABLES | {"allotment_changes"}
+# Ours: the change log the read model polls (migration 0003), the history and
+# SQLite's write context (0005).
+OWN_TABLES = STAMP_TABLES | {"allotment_changes", "allotment_allocation_history",
+                             "allotment_inventory_history", "allotment_write_context"}
 # Upstream 16.0.0's Alembic head, which the snapshots were made at.
 UPSTREAM_16_HEAD = "a082b8bb98d0"
 

@@ -36,6 +36,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from allotment.db import availability, errors
+from allotment.db.writer import WriteContext
 
 LOG = logging.getLogger(__name__)
 
@@ -152,6 +153,8 @@ class Database:
         self.engine = engine
         self.backend = engine.dialect.name
         self.outage = availability.Outage(engine.url)
+        # Marks our write transactions for the history triggers (allotment.db.writer).
+        self.write_context = WriteContext(self.backend)
         self._reopen_lock = threading.Lock()
         self._reopened_at: dict[str, float] = {}
 
@@ -183,7 +186,11 @@ class Database:
                 if one_snapshot:
                     conn.execution_options(isolation_level="REPEATABLE READ")
                 with conn.begin():
+                    if write:
+                        self.write_context.begin(conn)
                     yield conn
+                    if write:
+                        self.write_context.end(conn)
             # Back only once a whole transaction has worked: during a PostgreSQL
             # shutdown a session may still pass the checkout's ping, then die
             # at its next statement (a "back" then "gone" again in the log).

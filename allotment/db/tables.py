@@ -8,6 +8,7 @@ upstream's so that our migrations can detect what is already there.
 from __future__ import annotations
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
 
 metadata = sa.MetaData()
 
@@ -183,3 +184,55 @@ consumers = sa.Table(
 # Upstream's own Alembic head; stamped when allotment creates the schema so
 # that upstream Placement accepts the database as current.
 UPSTREAM_ALEMBIC_HEAD = "a082b8bb98d0"
+
+# --- allotment's own tables (not upstream's; migrations 0003 and 0005) ---------
+# In a metadata of their own: code that walks upstream's schema never meets them.
+own_metadata = sa.MetaData()
+
+_when = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")
+
+allocation_history = sa.Table(
+    "allotment_allocation_history",
+    own_metadata,
+    sa.Column("id", sa.BigInteger, primary_key=True),
+    sa.Column("created_at", _when, nullable=False),
+    sa.Column("txn", sa.BigInteger),
+    sa.Column("consumer_uuid", sa.String(36), nullable=False),
+    sa.Column("consumer_type", sa.Unicode(255)),
+    sa.Column("project_id", sa.String(255)),
+    sa.Column("user_id", sa.String(255)),
+    sa.Column("resource_provider_id", sa.Integer, nullable=False),
+    sa.Column("resource_provider_uuid", sa.String(36)),
+    sa.Column("resource_class_id", sa.Integer, nullable=False),
+    sa.Column("resource_class", sa.Unicode(255)),
+    sa.Column("used_before", sa.BigInteger, nullable=False),
+    sa.Column("used_after", sa.BigInteger, nullable=False),
+    sa.Column("request_id", sa.String(64)),
+    sa.Column("global_request_id", sa.String(64)),
+    sa.Column("writer", sa.String(16), nullable=False),
+)
+
+inventory_history = sa.Table(
+    "allotment_inventory_history",
+    own_metadata,
+    sa.Column("id", sa.BigInteger, primary_key=True),
+    sa.Column("created_at", _when, nullable=False),
+    sa.Column("txn", sa.BigInteger),
+    sa.Column("resource_provider_id", sa.Integer, nullable=False),
+    sa.Column("resource_provider_uuid", sa.String(36)),
+    sa.Column("resource_provider_generation", sa.Integer),
+    sa.Column("resource_class_id", sa.Integer, nullable=False),
+    sa.Column("resource_class", sa.Unicode(255)),
+    sa.Column("total_before", sa.Integer),
+    sa.Column("total_after", sa.Integer),
+    sa.Column("reserved_before", sa.Integer),
+    sa.Column("reserved_after", sa.Integer),
+    sa.Column("allocation_ratio_before", sa.Float),
+    sa.Column("allocation_ratio_after", sa.Float),
+    sa.Column("min_unit", sa.Integer),
+    sa.Column("max_unit", sa.Integer),
+    sa.Column("step_size", sa.Integer),
+    sa.Column("request_id", sa.String(64)),
+    sa.Column("global_request_id", sa.String(64)),
+    sa.Column("writer", sa.String(16), nullable=False),
+)

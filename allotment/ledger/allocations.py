@@ -15,11 +15,12 @@ transaction (``write``), in this order:
    leaves that usage no higher than it was (a provider already over
    capacity after its inventory shrank may still be given back resources
    or swapped within);
-5. insert the new allocations;
-6. move the generation of every provider in the new allocations and of an
+5. create, or compare-and-set the generation of, every consumer (one left
+   without allocations is deleted);
+6. insert the new allocations;
+7. move the generation of every provider in the new allocations and of an
    emptied consumer's old providers (as upstream; not of those a consumer
-   leaves for others) one up, then compare-and-set every consumer's; a
-   consumer left without allocations is deleted.
+   leaves for others) one up.
 
 Each step is one statement for all the claim's consumers and providers (a
 new project, user or consumer type adds its insert), so that a claim costs
@@ -31,7 +32,7 @@ the row locks of steps 1 and 3 make concurrent claims on a provider queue, and
 each statement after the lock sees every earlier commit, so the usage read
 in step 4 is the usage we commit against. SQLite holds its single write
 lock from BEGIN (BEGIN IMMEDIATE), so writers run one after the other. The
-writes of step 6 are the proof on every database: if a consumer's
+writes of steps 5 and 7 are the proof on every database: if a consumer's
 compare-and-set finds its row changed or a provider's row is gone (or a
 unique key or deadlock says another writer got there first), the attempt
 raises ``Race``, its transaction is rolled back
@@ -296,6 +297,9 @@ def write(conn: sa.Connection, claims: list[Claim]) -> None:
     for row in old_rows:
         old_ours[(row.resource_provider_id, row.resource_class_id)] += row.used
     rc_ids = _check_capacity(conn, claims, by_uuid, old_ours)
+    # The consumers before their allocations: the history triggers (migration
+    # 0005) record each new row with its consumer's project, user and type.
+    _save_consumers(conn, claims, existing)
 
     now = utcnow()
     # Ordered by provider and class: the capacity guard (migration 0004) then
@@ -319,7 +323,6 @@ def write(conn: sa.Connection, claims: list[Claim]) -> None:
                for rp_uuid, resources in c.allocations.items() if resources}
     changed |= {row.resource_provider_id for row in old_rows if row.consumer_id in emptied}
     _bump_generations(conn, locked, changed)
-    _save_consumers(conn, claims, existing)
 
 
 def _insert(conn: sa.Connection, new_rows: list[dict[str, Any]],

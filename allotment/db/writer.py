@@ -1,0 +1,104 @@
+"""Who is writing: the context allotment gives each of its write transactions.
+
+The history triggers (migration 0005) record every change to allocations and
+inventories, whoever makes it. A change made in one of allotment's write
+transactions carries the request's ids and the writer ``allotment``; any
+other (upstream Placement serving the same database, an operator's SQL) is
+recorded as ``outside``, without ids. The triggers read the context from:
+
+- PostgreSQL: transaction-local settings (``set_config(..., true)``), gone
+  at commit or rollback;
+- MySQL/MariaDB: session variables, set again at the start of every write
+  transaction of allotment's (its pooled connections serve nobody else);
+- SQLite: a one-row table, filled after ``BEGIN IMMEDIATE`` and emptied
+  before the commit (writers take turns, so no other writer ever sees it).
+
+Changes one transaction makes to the same (consumer, provider, class) --
+a claim deletes a consumer's old rows and inserts new ones -- are merged into
+one history entry: by transaction id on PostgreSQL, by a random token allotment
+draws per transaction elsewhere (there, two statements of an outside writer
+stay two entries).
+
+The migration imports this module: it holds constants and the one function
+that sets the context, nothing that imports the rest of allotment.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import sqlalchemy as sa
+
+WRITER_ALLOTMENT = "allotment"
+WRITER_OUTSIDE = "outside"
+
+# PostgreSQL: custom settings (a dotted name needs no declaration).
+PG_WRITER = "allotment.writer"
+PG_REQUEST_ID = "allotment.request_id"
+PG_GLOBAL_REQUEST_ID = "allotment.global_request_id"
+
+# MySQL/MariaDB: session variables.
+MYSQL_WRITER = "@allotment_writer"
+MYSQL_TXN = "@allotment_txn"
+MYSQL_REQUEST_ID = "@allotment_request_id"
+MYSQL_GLOBAL_REQUEST_ID = "@allotment_global_request_id"
+
+# SQLite: the context table (one row, id 1, only inside our transactions).
+SQLITE_CONTEXT = "allotment_write_context"
+
+_PG_SET = sa.text(
+    f"SELECT set_config('{PG_WRITER}', '{WRITER_ALLOTMENT}', true), "
+    f"set_config('{PG_REQUEST_ID}', :request_id, true), "
+    f"set_config('{PG_GLOBAL_REQUEST_ID}', :global_request_id, true)")
+_MYSQL_SET = sa.text(
+    f"SET {MYSQL_WRITER} = '{WRITER_ALLOTMENT}', {MYSQL_TXN} = :txn, "
+    f"{MYSQL_REQUEST_ID} = :request_id, {MYSQL_GLOBAL_REQUEST_ID} = :global_request_id")
+_SQLITE_SET = sa.text(
+    f"INSERT OR REPLACE INTO {SQLITE_CONTEXT} (id, txn, request_id, global_request_id) "
+    "VALUES (1, :txn, :request_id, :global_request_id)")
+_SQLITE_CLEAR = sa.text(f"DELETE FROM {SQLITE_CONTEXT}")
+_SQLITE_HAS_CONTEXT = sa.text(
+    f"SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '{SQLITE_CONTEXT}'")
+
+
+def _request_ids() -> tuple[str | None, str | None]:
+    """The current request's own id and the caller's global id (oslo.context's
+    thread-local context, which the request log middleware sets per request)."""
+    from oslo_context import context
+
+    current = context.get_current()
+    if current is None:
+        return None, None
+    return current.request_id, current.global_request_id
+
+
+class WriteContext:
+    """Marks a database's write transactions as allotment's (one per Database)."""
+
+    def __init__(self, dialect: str) -> None:
+        self.dialect = dialect
+        # SQLite: the table exists from migration 0005 on; checked until found.
+        self._sqlite_ready = False
+
+    def begin(self, conn: sa.Connection) -> None:
+        """First statement of a write transaction: who writes, for which request."""
+        request_id, global_request_id = _request_ids()
+        if self.dialect == "postgresql":
+            conn.execute(_PG_SET, {"request_id": request_id or "",
+                                   "global_request_id": global_request_id or ""})
+        elif self.dialect == "mysql":
+            conn.execute(_MYSQL_SET, {"txn": secrets.randbits(62), "request_id": request_id,
+                                      "global_request_id": global_request_id})
+        elif self.dialect == "sqlite" and self._sqlite_has_context(conn):
+            conn.execute(_SQLITE_SET, {"txn": secrets.randbits(62), "request_id": request_id,
+                                       "global_request_id": global_request_id})
+
+    def end(self, conn: sa.Connection) -> None:
+        """Last statement before the commit (SQLite only: the row must not outlive us)."""
+        if self.dialect == "sqlite" and self._sqlite_ready:
+            conn.execute(_SQLITE_CLEAR)
+
+    def _sqlite_has_context(self, conn: sa.Connection) -> bool:
+        if not self._sqlite_ready:
+            self._sqlite_ready = conn.execute(_SQLITE_HAS_CONTEXT).first() is not None
+        return self._sqlite_ready

@@ -1,0 +1,196 @@
+"""History: what the database recorded about allocations and inventories.
+
+The rows are written by the database's own triggers (migration 0005), for
+every writer; this module reads them, newest first, and trims them by age.
+An entry's ``writer`` is ``allotment`` (with the request's ids) or
+``outside`` (any other: upstream Placement, an operator's SQL).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from allotment.db import tables as t
+
+_AH = t.allocation_history
+_IH = t.inventory_history
+
+
+@dataclass(frozen=True)
+class AllocationChange:
+    """One (consumer, provider, class) as one transaction changed it."""
+
+    id: int
+    at: datetime.datetime
+    consumer_uuid: str
+    consumer_type: str | None
+    project_id: str | None
+    user_id: str | None
+    resource_provider_uuid: str | None
+    resource_class: str | None
+    used_before: int
+    used_after: int
+    request_id: str | None
+    global_request_id: str | None
+    writer: str
+
+
+@dataclass(frozen=True)
+class InventoryChange:
+    """One (provider, class) inventory as one transaction changed it.
+
+    ``total_before`` None: the inventory was created; ``total_after`` None:
+    deleted. ``min_unit``, ``max_unit`` and ``step_size`` are the last values.
+    """
+
+    id: int
+    at: datetime.datetime
+    resource_provider_uuid: str | None
+    resource_provider_generation: int | None
+    resource_class: str | None
+    total_before: int | None
+    total_after: int | None
+    reserved_before: int | None
+    reserved_after: int | None
+    allocation_ratio_before: float | None
+    allocation_ratio_after: float | None
+    min_unit: int | None
+    max_unit: int | None
+    step_size: int | None
+    request_id: str | None
+    global_request_id: str | None
+    writer: str
+
+
+@dataclass(frozen=True)
+class Page:
+    """Entries newest first; ``next_marker`` is set when older ones remain."""
+
+    entries: list[Any]
+    next_marker: int | None
+
+
+@dataclass(frozen=True)
+class Window:
+    """Which entries: by time (``since`` inclusive, ``until`` exclusive, naive
+    UTC) and by position (ids below ``marker``), at most ``limit``."""
+
+    limit: int
+    marker: int | None = None
+    since: datetime.datetime | None = None
+    until: datetime.datetime | None = None
+
+
+_ALLOCATION_FIELDS = [_AH.c[name] for name in (
+    "id", "created_at", "consumer_uuid", "consumer_type", "project_id", "user_id",
+    "resource_provider_uuid", "resource_class", "used_before", "used_after", "request_id",
+    "global_request_id", "writer")]
+_INVENTORY_FIELDS = [_IH.c[name] for name in (
+    "id", "created_at", "resource_provider_uuid", "resource_provider_generation",
+    "resource_class", "total_before", "total_after", "reserved_before", "reserved_after",
+    "allocation_ratio_before", "allocation_ratio_after", "min_unit", "max_unit",
+    "step_size", "request_id", "global_request_id", "writer")]
+
+
+def _windowed(table: sa.Table, select: sa.Select, window: Window) -> sa.Select:
+    if window.marker is not None:
+        select = select.where(table.c.id < window.marker)
+    if window.since is not None:
+        select = select.where(table.c.created_at >= window.since)
+    if window.until is not None:
+        select = select.where(table.c.created_at < window.until)
+    # One more than asked: is there a next page?
+    return select.order_by(table.c.id.desc()).limit(window.limit + 1)
+
+
+def _page(rows: Sequence[sa.Row[Any]], window: Window,
+          make: Callable[[sa.Row[Any]], Any]) -> Page:
+    more = len(rows) > window.limit
+    rows = rows[:window.limit]
+    return Page([make(row) for row in rows], rows[-1].id if more else None)
+
+
+def _allocation_change(row: sa.Row[Any]) -> AllocationChange:
+    values = row._asdict()
+    values["at"] = values.pop("created_at")
+    values["used_before"] = int(values["used_before"])
+    values["used_after"] = int(values["used_after"])
+    return AllocationChange(**values)
+
+
+def _inventory_change(row: sa.Row[Any]) -> InventoryChange:
+    values = row._asdict()
+    values["at"] = values.pop("created_at")
+    return InventoryChange(**values)
+
+
+def allocation_changes(conn: sa.Connection, window: Window, *,
+                       consumer_uuid: str | None = None,
+                       provider_uuid: str | None = None,
+                       project_id: str | None = None) -> Page:
+    """Allocation changes, newest first, filtered by any of consumer, provider, project."""
+    select = sa.select(*_ALLOCATION_FIELDS)
+    if consumer_uuid is not None:
+        select = select.where(_AH.c.consumer_uuid == consumer_uuid)
+    if provider_uuid is not None:
+        select = select.where(_AH.c.resource_provider_uuid == provider_uuid)
+    if project_id is not None:
+        select = select.where(_AH.c.project_id == project_id)
+    rows = conn.execute(_windowed(_AH, select, window)).all()
+    return _page(rows, window, _allocation_change)
+
+
+def inventory_changes(conn: sa.Connection, window: Window, *,
+                      provider_uuid: str | None = None) -> Page:
+    """Inventory changes, newest first, of one provider or of all."""
+    select = sa.select(*_INVENTORY_FIELDS)
+    if provider_uuid is not None:
+        select = select.where(_IH.c.resource_provider_uuid == provider_uuid)
+    rows = conn.execute(_windowed(_IH, select, window)).all()
+    return _page(rows, window, _inventory_change)
+
+
+def latest_for_consumers(conn: sa.Connection, consumer_uuids: Iterable[str],
+                         per_consumer: int) -> dict[str, list[AllocationChange]]:
+    """The last ``per_consumer`` changes of each consumer (evidence for the audit)."""
+    found: dict[str, list[AllocationChange]] = {}
+    for uuid in dict.fromkeys(consumer_uuids):
+        page = allocation_changes(conn, Window(limit=per_consumer), consumer_uuid=uuid)
+        found[uuid] = page.entries
+    return found
+
+
+def latest_for_provider(conn: sa.Connection, provider_uuid: str, per_kind: int,
+                        resource_class: str | None = None
+                        ) -> tuple[list[AllocationChange], list[InventoryChange]]:
+    """The last allocation and inventory changes on a provider (of one class, if given)."""
+    allocations = sa.select(*_ALLOCATION_FIELDS).where(
+        _AH.c.resource_provider_uuid == provider_uuid)
+    inventories = sa.select(*_INVENTORY_FIELDS).where(
+        _IH.c.resource_provider_uuid == provider_uuid)
+    if resource_class is not None:
+        allocations = allocations.where(_AH.c.resource_class == resource_class)
+        inventories = inventories.where(_IH.c.resource_class == resource_class)
+    window = Window(limit=per_kind)
+    return (_page(conn.execute(_windowed(_AH, allocations, window)).all(), window,
+                  _allocation_change).entries,
+            _page(conn.execute(_windowed(_IH, inventories, window)).all(), window,
+                  _inventory_change).entries)
+
+
+def trim(conn: sa.Connection, older_than: datetime.datetime, batch: int) -> int:
+    """Delete up to ``batch`` entries of each table recorded before ``older_than``
+    (naive UTC), oldest first; how many went. Small batches keep each delete's
+    locks short: the caller repeats until nothing is left."""
+    removed = 0
+    for table in (_AH, _IH):
+        ids = conn.execute(sa.select(table.c.id).where(table.c.created_at < older_than)
+                           .order_by(table.c.id).limit(batch)).scalars().all()
+        if ids:
+            removed += conn.execute(table.delete().where(table.c.id.in_(ids))).rowcount
+    return removed
