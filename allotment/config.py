@@ -129,6 +129,11 @@ ALLOTMENT_OPTS = [
     cfg.IntOpt("change_log_retention", default=3600, min=60,
                help="Seconds rows of the change log are kept. A worker that has not read "
                     "it for half this time reloads its read model in full."),
+    cfg.IntOpt("history_retention", default=90, min=1, max=36500,
+               help="Days the history of allocation and inventory changes is kept "
+                    "(GET /history/...; the database records every writer's changes). "
+                    "Older entries are deleted in the background by each worker, about "
+                    "once an hour; README.md estimates the size."),
     cfg.IntOpt("read_model_check_interval", default=600, min=0,
                help="Seconds between comparisons of a worker's read model with a full "
                     "load from the tables (any difference is logged as drift and the "

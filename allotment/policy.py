@@ -11,9 +11,12 @@ rules are upstream Placement's, so an operator's existing ``policy.yaml``
 - ``enforce_new_defaults = False`` (legacy): oslo.policy ORs each base rule
   with its deprecated default ``role:admin``, so an admin may also reshape.
 
-Two rules are allotment's own, for the dashboard's read-only data:
+Some rules are allotment's own. For the dashboard's read-only data:
 ``allotment:dashboard:providers`` and ``allotment:dashboard:usages``, admin
-or reader (of any project) in both modes.
+or reader (of any project) in both modes. For the history of allocations and
+inventories (who wrote what, with request ids, across every project):
+``allotment:history:allocations`` and ``allotment:history:inventories``,
+admin only.
 
 Every API rule is scoped to projects: a system-scoped token
 (``OpenStack-System-Scope: all``) is refused whatever its roles. oslo.policy
@@ -58,6 +61,11 @@ ADMIN_OR_READER = "role:admin or role:reader"
 # Their names: the dashboard's handlers check them and its OpenAPI entries name them.
 DASHBOARD_PROVIDERS = "allotment:dashboard:providers"
 DASHBOARD_USAGES = "allotment:dashboard:usages"
+# Ours: the history shows every project's consumers and the request ids of
+# their writes, so it is the admin's alone.
+ADMIN = "role:admin"
+HISTORY_ALLOCATIONS = "allotment:history:allocations"
+HISTORY_INVENTORIES = "allotment:history:inventories"
 
 BASE_RULES: list[oslo_policy.RuleDefault] = [
     oslo_policy.RuleDefault(
@@ -182,6 +190,13 @@ API_RULES: list[ApiRule] = [
             (("GET", "/dashboard/api/summary"), ("GET", "/dashboard/api/projects"),
              ("GET", "/dashboard/api/consumer_types"),
              ("GET", "/dashboard/api/consumers/{consumer_uuid}"))),
+    # The history (allotment's own).
+    ApiRule(HISTORY_ALLOCATIONS, ADMIN,
+            "History: every change to consumers' allocations, with who made it.",
+            (("GET", "/history/allocations"),)),
+    ApiRule(HISTORY_INVENTORIES, ADMIN,
+            "History: every change to providers' inventories, with who made it.",
+            (("GET", "/history/inventories"),)),
 ]
 
 

@@ -11,6 +11,7 @@ from oslo_config import cfg
 from allotment.candidates.budget import Budget, Limits, Slots
 from allotment.candidates.model import ReadModel
 from allotment.db.engine import Database
+from allotment.ledger.history import Retention
 from allotment.metrics import DomainCounters
 from allotment.policy import Policy
 
@@ -28,11 +29,14 @@ class Services:
     # What one candidates search may cost, and this process's large-search slots.
     candidate_limits: Limits = field(init=False)
     candidate_slots: Slots = field(init=False)
+    # Trims the history now and then (``due`` after each write).
+    history_retention: Retention = field(init=False)
 
     def __post_init__(self) -> None:
         allotment = self.conf.allotment
         self.candidate_limits = Limits.from_conf(self.conf)
         self.candidate_slots = Slots(self.candidate_limits.large_slots)
+        self.history_retention = Retention(self.db, allotment.history_retention)
         if self.read_model is None and allotment.candidates_source == "model":
             self.read_model = ReadModel(self.db, retention=allotment.change_log_retention,
                                         check_interval=allotment.read_model_check_interval,

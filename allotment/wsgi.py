@@ -25,6 +25,7 @@ from allotment.handlers import (
     allocations,
     dashboard,
     explain,
+    history,
     inventories,
     openapi,
     provider_allocations,
@@ -75,6 +76,9 @@ ROUTES: list[tuple[str, type[Resource]]] = [
     ("/dashboard/api/projects", dashboard.Projects),
     ("/dashboard/api/consumer_types", dashboard.ConsumerTypes),
     ("/dashboard/api/consumers/{consumer_uuid}", dashboard.Consumer),
+    # allotment's own: what changed, by whom.
+    ("/history/allocations", history.AllocationHistory),
+    ("/history/inventories", history.InventoryHistory),
     ("/openapi.json", openapi.OpenAPIDocument),
 ]
 

@@ -272,6 +272,7 @@ def run_scenario(c: Checker) -> None:
 
     # The dashboard's data (allotment's own; this module's app has it on).
     dashboard_scenario(c)
+    history_scenario(c)
 
     # Refusals.
     c.call("GET", "/resource_providers/{uuid}", uuid=str(uuid.uuid4()), expect=404)
@@ -336,6 +337,26 @@ def dashboard_scenario(c: Checker) -> None:
         assert resp.status == status, resp
         check_answer(c.doc, "/dashboard/api/summary", "GET", resp,
                      c.version if status == 403 else None)
+
+
+def history_scenario(c: Checker) -> None:
+    """The history routes, with their query parameters, and their refusals."""
+    changes = c.call("GET", "/history/allocations", query=f"consumer_uuid={CONSUMER}",
+                     expect=200).json()
+    assert changes["entries"] and changes["entries"][0]["consumer_uuid"] == CONSUMER
+    c.call("GET", "/history/allocations",
+           query=f"resource_provider_uuid={RP}&project_id=proj&limit=1&marker=99&"
+                 "since=2020-01-01&until=2999-01-01T00:00:00Z", expect=200)
+    c.call("GET", "/history/allocations", query="limit=0", expect=400)
+    c.call("GET", "/history/allocations", query="since=soon", expect=400)
+    inventories = c.call("GET", "/history/inventories", query=f"resource_provider_uuid={RP}",
+                         expect=200).json()
+    assert inventories["entries"][-1]["total_before"] is None, inventories
+    c.call("GET", "/history/inventories", query="consumer_uuid=x", expect=400)
+    resp = c.client.request("GET", "/history/inventories", version=str(c.version),
+                            token="someone:proj", headers={"X-Roles": "reader"})
+    assert resp.status == 403, resp
+    check_answer(c.doc, "/history/inventories", "GET", resp, c.version)
 
 
 def test_dashboard_routes_answer_404_when_off(database, document):

@@ -78,6 +78,9 @@ DEFAULTS = {
     # Ours, not upstream's: the dashboard's read-only views.
     "allotment:dashboard:providers": "role:admin or role:reader",
     "allotment:dashboard:usages": "role:admin or role:reader",
+    # Ours: the history, admins only.
+    "allotment:history:allocations": "role:admin",
+    "allotment:history:inventories": "role:admin",
 }
 
 # The personas of upstream's RBAC tests: (X-Roles, X-Project-Id, system scope).
@@ -110,6 +113,8 @@ ALLOWED: dict[str, dict[str, set[str]]] = {
     "role:admin or role:reader": {
         mode: {"admin", "project_admin", "project_member", "project_reader",
                "other_project_reader"} for mode in ("secure", "legacy")},
+    # The history: an admin (of any project) only; no deprecated rule.
+    "role:admin": {mode: {"admin", "project_admin"} for mode in ("secure", "legacy")},
 }
 
 
@@ -284,6 +289,8 @@ ROWS = [
     Row("GET", "/dashboard/api/consumer_types", "allotment:dashboard:usages", 200),
     Row("GET", "/dashboard/api/consumers/{consumer}", "allotment:dashboard:usages", 200,
         _allocation),
+    Row("GET", "/history/allocations", "allotment:history:allocations", 200, _allocation),
+    Row("GET", "/history/inventories", "allotment:history:inventories", 200, _inventory),
 ]
 
 BUILT_ROUTES = {re.sub(r"\{[^}]*\}", "{}", template) for template, _ in ROUTES}

@@ -87,8 +87,12 @@ class Resource:
 
     def run_write(self, work: Callable[[Connection], T],
                   retries: int = retry.WRITE_RETRIES) -> T:
-        """``retry.run_write`` on the app's database, its lost races counted."""
-        return retry.run_write(self.db, work, retries, observer=self.services.counters)
+        """``retry.run_write`` on the app's database, its lost races counted (and,
+        now and then, the history trimmed in the background)."""
+        try:
+            return retry.run_write(self.db, work, retries, observer=self.services.counters)
+        finally:
+            self.services.history_retention.due()
 
     def authorize(self, req: Request, target: dict[str, Any] | None = None) -> None:
         """The operation's policy rule, for the request's identity (403 if refused)."""

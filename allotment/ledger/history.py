@@ -9,6 +9,9 @@ An entry's ``writer`` is ``allotment`` (with the request's ids) or
 from __future__ import annotations
 
 import datetime
+import logging
+import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +19,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from allotment.db import tables as t
+from allotment.db.engine import Database
+
+LOG = logging.getLogger(__name__)
 
 _AH = t.allocation_history
 _IH = t.inventory_history
@@ -194,3 +200,60 @@ def trim(conn: sa.Connection, older_than: datetime.datetime, batch: int) -> int:
         if ids:
             removed += conn.execute(table.delete().where(table.c.id.in_(ids))).rowcount
     return removed
+
+
+# Entries deleted per transaction when trimming.
+TRIM_BATCH = 5000
+
+
+class Retention:
+    """Deletes entries older than ``days``, now and then, in a background thread.
+
+    ``due`` is cheap and called after writes; at most every ``interval``
+    seconds (the first time ``interval`` after start) it starts one thread,
+    which trims in batches of ``TRIM_BATCH`` (one short transaction each)
+    until nothing old is left. Every worker does this; concurrent trims
+    delete each row once.
+    """
+
+    def __init__(self, db: Database, days: int, interval: float = 3600.0) -> None:
+        self.db = db
+        self.days = days
+        self.interval = interval
+        self._next = time.monotonic() + interval
+        self._lock = threading.Lock()
+        self._running: threading.Thread | None = None
+
+    def due(self) -> None:
+        if time.monotonic() < self._next:
+            return
+        with self._lock:
+            if time.monotonic() < self._next or self._running is not None:
+                return
+            self._next = time.monotonic() + self.interval
+            self._running = threading.Thread(target=self._trim_in_background,
+                                             name="history-trim", daemon=True)
+            self._running.start()
+
+    def trim_now(self) -> int:
+        """Trim until nothing older than the retention is left; how many entries went."""
+        cutoff = (datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+                  - datetime.timedelta(days=self.days))
+        removed = 0
+        while True:
+            with self.db.write() as conn:
+                batch = trim(conn, cutoff, TRIM_BATCH)
+            removed += batch
+            if batch == 0:
+                return removed
+
+    def _trim_in_background(self) -> None:
+        try:
+            removed = self.trim_now()
+            LOG.info("History: %d entries older than %d days deleted", removed, self.days)
+        except Exception:
+            # The next interval tries again; the service goes on meanwhile.
+            LOG.exception("History: trimming entries older than %d days failed", self.days)
+        finally:
+            with self._lock:
+                self._running = None

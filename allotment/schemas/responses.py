@@ -291,3 +291,48 @@ DASHBOARD_CONSUMER = obj(
      "user_id": STRING,
      "consumer_type": STRING},
 )
+
+
+# History (allotment's own): one entry per key one transaction changed.
+_NULLABLE_STRING: Schema = {"type": ["string", "null"]}
+_NULLABLE_INTEGER: Schema = {"type": ["integer", "null"]}
+_NULLABLE_NUMBER: Schema = {"type": ["number", "null"]}
+_WHO = {
+    "request_id": _NULLABLE_STRING,
+    "global_request_id": _NULLABLE_STRING,
+    "writer": {"type": "string", "enum": ["allotment", "outside"]},
+}
+HISTORY_ALLOCATION_ENTRY = obj({
+    "id": _COUNT,
+    "at": STRING,
+    "consumer_uuid": STRING,
+    "consumer_type": _NULLABLE_STRING,
+    "project_id": _NULLABLE_STRING,
+    "user_id": _NULLABLE_STRING,
+    "resource_provider_uuid": _NULLABLE_STRING,
+    "resource_class": _NULLABLE_STRING,
+    "used_before": INTEGER,
+    "used_after": INTEGER,
+    **_WHO,
+})
+HISTORY_INVENTORY_ENTRY = obj({
+    "id": _COUNT,
+    "at": STRING,
+    "resource_provider_uuid": _NULLABLE_STRING,
+    "resource_provider_generation": _NULLABLE_INTEGER,
+    "resource_class": _NULLABLE_STRING,
+    "total_before": _NULLABLE_INTEGER,
+    "total_after": _NULLABLE_INTEGER,
+    "reserved_before": _NULLABLE_INTEGER,
+    "reserved_after": _NULLABLE_INTEGER,
+    "allocation_ratio_before": _NULLABLE_NUMBER,
+    "allocation_ratio_after": _NULLABLE_NUMBER,
+    "min_unit": _NULLABLE_INTEGER,
+    "max_unit": _NULLABLE_INTEGER,
+    "step_size": _NULLABLE_INTEGER,
+    **_WHO,
+})
+HISTORY_ALLOCATIONS = obj({"entries": {"type": "array", "items": HISTORY_ALLOCATION_ENTRY},
+                           "next_marker": _NULLABLE_INTEGER})
+HISTORY_INVENTORIES = obj({"entries": {"type": "array", "items": HISTORY_INVENTORY_ENTRY},
+                           "next_marker": _NULLABLE_INTEGER})
