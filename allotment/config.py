@@ -129,7 +129,7 @@ ALLOTMENT_OPTS = [
     cfg.IntOpt("change_log_retention", default=3600, min=60,
                help="Seconds rows of the change log are kept. A worker that has not read "
                     "it for half this time reloads its read model in full."),
-    cfg.IntOpt("history_retention", default=90, min=1, max=36500,
+    cfg.IntOpt("history_retention", default=30, min=1, max=36500,
                help="Days the history of allocation and inventory changes is kept "
                     "(GET /history/...; the database records every writer's changes). "
                     "Older entries are deleted in the background by each worker, about "
