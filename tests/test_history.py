@@ -300,3 +300,39 @@ def test_history_survives_the_provider_and_the_class(client, database):
     deleted = _entries(client, "/history/inventories", resource_provider_uuid=rp)[0]
     assert (deleted["resource_class"], deleted["total_before"], deleted["total_after"]) == (
         "CUSTOM_GONE", 4, None)
+
+
+def test_a_transaction_that_retries_within_itself_shows_what_it_left(client, database,
+                                                                      outside):
+    """Upstream retries a claim inside one transaction: insert, delete, insert again.
+
+    In one of allotment's transactions the three merge into one entry (0 -> 4);
+    an outside writer's merge by transaction is PostgreSQL's alone (elsewhere
+    each statement is its own entry, each with the right amounts).
+    """
+    rp = provider_with(client, "cn", VCPU=8)
+    with outside.connect() as conn:
+        rp_id = conn.execute(sa.select(t.resource_providers.c.id)
+                             .where(t.resource_providers.c.uuid == rp)).scalar_one()
+    a = t.allocations
+
+    def retry_within(conn: sa.Connection, consumer: str) -> None:
+        row = {"resource_provider_id": rp_id, "consumer_id": consumer, "resource_class_id": 0,
+               "used": 4}
+        conn.execute(a.insert().values(**row))
+        conn.execute(a.delete().where(a.c.consumer_id == consumer))
+        conn.execute(a.insert().values(**row))
+
+    ours, theirs = str(uuid.uuid4()), str(uuid.uuid4())
+    with database.db.write() as conn:
+        retry_within(conn, ours)
+    with outside.begin() as conn:
+        retry_within(conn, theirs)
+    assert _amounts(_entries(client, "/history/allocations", consumer_uuid=ours)) == [
+        ("VCPU", 0, 4, "allotment")]
+    shown = _amounts(_entries(client, "/history/allocations", consumer_uuid=theirs))
+    if database.backend == "postgresql":
+        assert shown == [("VCPU", 0, 4, "outside")]
+    else:
+        assert shown == [("VCPU", 0, 4, "outside"), ("VCPU", 4, 0, "outside"),
+                         ("VCPU", 0, 4, "outside")]

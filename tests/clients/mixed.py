@@ -7,6 +7,7 @@ reads both give, and a claim storm through both servers with its tally.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import subprocess
@@ -242,6 +243,7 @@ UPSTREAM_READ_ERRORS: list[str] = []
 @dataclass
 class Tally:
     accepted: dict[str, tuple[str, int]] = field(default_factory=dict)  # consumer -> rp, n
+    accepted_by: dict[str, str] = field(default_factory=dict)  # consumer -> server name
     by_server: Counter[str] = field(default_factory=Counter)  # "<server> <outcome>" -> n
     undocumented: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -305,6 +307,7 @@ def storm(servers: list[sidebyside.Server], providers: list[str], threads: int =
                 tally.by_server[f"{srv.name} {outcome}"] += 1
                 if outcome == "accepted":
                     tally.accepted[consumer] = (rp, amount)
+                    tally.accepted_by[consumer] = srv.name
             if outcome == "409 capacity":
                 full.add(rp)
 
@@ -326,3 +329,42 @@ def usage_report(srv: sidebyside.Server, providers: list[str], tally: Tally,
         if used > vcpus:
             over.append(f"{rp}: VCPU {used} of {vcpus}")
     return mismatches, over
+
+
+def history_report(allotment: sidebyside.Server, providers: list[str], tally: Tally,
+                   vcpus: int) -> list[str]:
+    """What allotment's history shows of a storm, against what was accepted.
+
+    Each accepted claim must read, per class, as a chain from 0 to the amount
+    (each entry starting where the one before ended), written by ``allotment``
+    with its request id or by ``outside`` (upstream) without. Upstream may
+    retry a claim inside its transaction (insert, delete, insert): PostgreSQL
+    merges that into one entry, MySQL shows each statement. Each provider's
+    inventories were created by ``outside`` (upstream made them).
+    """
+    problems = []
+    for consumer, (rp, amount) in sorted(tally.accepted.items()):
+        entries = ok(call(allotment, "GET",
+                          f"/history/allocations?consumer_uuid={consumer}"))["entries"]
+        writer = "allotment" if tally.accepted_by[consumer] == "allotment" else "outside"
+        for resource_class, wanted in (("VCPU", amount), ("MEMORY_MB", 64)):
+            chain = [(e["used_before"], e["used_after"]) for e in reversed(entries)
+                     if e["resource_class"] == resource_class]
+            whole = bool(chain) and chain[0][0] == 0 and chain[-1][1] == wanted and all(
+                later[0] == earlier[1] for earlier, later in itertools.pairwise(chain))
+            right_writer = all(
+                e["writer"] == writer and (e["request_id"] is None) == (writer == "outside")
+                and e["resource_provider_uuid"] == rp for e in entries)
+            if not (whole and right_writer):
+                problems.append(f"{consumer} by {writer}, {resource_class} {wanted} on {rp}: "
+                                f"history {entries}")
+    for rp in providers:
+        entries = ok(call(allotment, "GET",
+                          f"/history/inventories?resource_provider_uuid={rp}"))["entries"]
+        seen_inventory = sorted((e["resource_class"], e["total_before"], e["total_after"],
+                                 e["writer"]) for e in entries)
+        wanted_inventory = [("MEMORY_MB", None, 1_000_000, "outside"),
+                            ("VCPU", None, vcpus, "outside")]
+        if seen_inventory != wanted_inventory:
+            problems.append(f"provider {rp}: inventory history {seen_inventory}")
+    return problems

@@ -5,9 +5,10 @@ served by allotment in place, and one made by allotment is served by
 upstream, with every read giving the same data through both; then both serve
 one database while concurrent clients claim through both until the
 providers are full -- with allotment's capacity guard (migration 0002) and
-without it -- and upstream alone, for comparison. The figures are printed
-(``-s`` shows them) and written to ``mixed-serving-report.txt`` in the
-test's temporary directory.
+without it -- and upstream alone, for comparison; allotment's history
+(migration 0005) must show every accepted claim, upstream's as outside
+writes. The figures are printed (``-s`` shows them) and written to
+``mixed-serving-report.txt`` in the test's temporary directory.
 """
 
 from __future__ import annotations
@@ -83,6 +84,12 @@ def _upstream_database(backend: str, tmp_path: Path, lines: list[str]) -> None:
                     assert not mismatches, mismatches
                     if guard:
                         assert not over, over
+                    # Both servers' claims are in allotment's history, upstream's
+                    # as outside writes (recorded by the database's triggers).
+                    problems = mixed.history_report(allotment, providers, tally, VCPUS)
+                    assert not problems, problems[:5]
+                    lines.append(f"{name}: history of {len(tally.accepted)} accepted claims "
+                                 "and the providers' inventories as expected")
                 mixed.set_guard(url, True)
                 lines += _over_capacity_rules(upstream, allotment, url)
 

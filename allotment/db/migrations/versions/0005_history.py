@@ -12,10 +12,13 @@ who wrote it (``allotment.db.writer``: the request ids and ``allotment``, or
 A transaction's changes to the same key are merged into one entry (a claim
 deletes and re-inserts a consumer's rows): by the transaction id on
 PostgreSQL, by the token allotment sets per transaction on MySQL/MariaDB and
-SQLite. Amounts add up: ``used_before`` is what the transaction's deletes
-took away, ``used_after`` what its inserts put back. For inventories the
-first "before" and the last "after" are kept; NULL "before" is a creation,
-NULL "after" a deletion.
+SQLite. ``used_before`` is what the consumer held there before the
+transaction's first change to the key (what that change deleted), and
+``used_after`` moves with every later change (less what is deleted, plus
+what is inserted): a writer that inserts, deletes and inserts again within
+one transaction (upstream retrying a claim) shows what it left. For
+inventories the first "before" and the last "after" are kept; NULL "before"
+is a creation, NULL "after" a deletion.
 
 PostgreSQL records allocations once per statement (transition tables, as the
 change log does); inventories, MySQL and SQLite once per row. Times are UTC.
@@ -152,7 +155,7 @@ DECLARE{_PG_CONTEXT}BEGIN
     WITH changed AS ({{changed}}),
     merged AS (
         UPDATE {ALLOCATIONS} h
-           SET used_before = h.used_before + changed.b, used_after = h.used_after + changed.a
+           SET used_after = h.used_after - changed.b + changed.a
           FROM changed
          WHERE h.consumer_uuid = changed.consumer_id AND h.txn = v_txn
            AND h.resource_provider_id = changed.resource_provider_id
@@ -281,8 +284,7 @@ def _mysql_allocation_change(row: str, before: str, after: str) -> str:
                 {before}, {after}, {w.MYSQL_REQUEST_ID}, {w.MYSQL_GLOBAL_REQUEST_ID},
                 {_MYSQL_WRITER_EXPR});
     ELSE
-        UPDATE {ALLOCATIONS} SET used_before = used_before + {before},
-                                 used_after = used_after + {after}
+        UPDATE {ALLOCATIONS} SET used_after = used_after - {before} + {after}
          WHERE id = hit;
     END IF;"""
 
@@ -385,8 +387,7 @@ def _sqlite_allocation_change(row: str, before: str, after: str) -> str:
             f"AND resource_provider_id = {row}.resource_provider_id "
             f"AND resource_class_id = {row}.resource_class_id")
     return f"""
-    UPDATE {ALLOCATIONS} SET used_before = used_before + {before},
-                             used_after = used_after + {after} WHERE {same};
+    UPDATE {ALLOCATIONS} SET used_after = used_after - {before} + {after} WHERE {same};
     INSERT INTO {ALLOCATIONS} ({_ALLOCATION_COLUMNS})
     SELECT {_SQLITE_NOW}, ctx.txn, {consumer},
            (SELECT ct.name FROM consumers c JOIN consumer_types ct
