@@ -84,12 +84,13 @@ def _upstream_database(backend: str, tmp_path: Path, lines: list[str]) -> None:
                     assert not mismatches, mismatches
                     if guard:
                         assert not over, over
-                    # Both servers' claims are in allotment's history, upstream's
-                    # as outside writes (recorded by the database's triggers).
-                    problems = mixed.history_report(allotment, providers, tally, VCPUS)
-                    assert not problems, problems[:5]
-                    lines.append(f"{name}: history of {len(tally.accepted)} accepted claims "
-                                 "and the providers' inventories as expected")
+                        # Both servers' claims are in allotment's history, upstream's
+                        # as outside writes (recorded by the database's triggers;
+                        # without the guard the schema is back at 0001, no history).
+                        problems = mixed.history_report(allotment, providers, tally, VCPUS)
+                        assert not problems, problems[:5]
+                        lines.append(f"{name}: history of {len(tally.accepted)} accepted "
+                                     "claims and the providers' inventories as expected")
                 mixed.set_guard(url, True)
                 lines += _over_capacity_rules(upstream, allotment, url)
 
