@@ -336,3 +336,18 @@ def test_a_transaction_that_retries_within_itself_shows_what_it_left(client, dat
     else:
         assert shown == [("VCPU", 0, 4, "outside"), ("VCPU", 4, 0, "outside"),
                          ("VCPU", 0, 4, "outside")]
+
+
+def test_a_claim_that_changes_the_owner_records_the_new_one(client):
+    rp = provider_with(client, "cn", VCPU=8)
+    consumer = str(uuid.uuid4())
+    assert put(client, consumer, {rp: {"VCPU": 1}}, None, version="1.38",
+               consumer_type="INSTANCE", project="p1", user="u1").status == 204
+    assert put(client, consumer, {rp: {"VCPU": 2}}, 1, version="1.38",
+               consumer_type="MIGRATION", project="p2", user="u2").status == 204
+    entries = _entries(client, "/history/allocations", consumer_uuid=consumer)
+    assert [(e["project_id"], e["user_id"], e["consumer_type"], e["used_before"],
+             e["used_after"]) for e in entries] == [("p2", "u2", "MIGRATION", 1, 2),
+                                                    ("p1", "u1", "INSTANCE", 0, 1)]
+    assert [e["consumer_uuid"] for e in _entries(client, "/history/allocations",
+                                                 project_id="p2")] == [consumer]

@@ -15,12 +15,12 @@ transaction (``write``), in this order:
    leaves that usage no higher than it was (a provider already over
    capacity after its inventory shrank may still be given back resources
    or swapped within);
-5. create, or compare-and-set the generation of, every consumer (one left
-   without allocations is deleted);
+5. create the consumers that are new;
 6. insert the new allocations;
 7. move the generation of every provider in the new allocations and of an
    emptied consumer's old providers (as upstream; not of those a consumer
-   leaves for others) one up.
+   leaves for others) one up, then compare-and-set every existing
+   consumer's; a consumer left without allocations is deleted.
 
 Each step is one statement for all the claim's consumers and providers (a
 new project, user or consumer type adds its insert), so that a claim costs
@@ -297,9 +297,9 @@ def write(conn: sa.Connection, claims: list[Claim]) -> None:
     for row in old_rows:
         old_ours[(row.resource_provider_id, row.resource_class_id)] += row.used
     rc_ids = _check_capacity(conn, claims, by_uuid, old_ours)
-    # The consumers before their allocations: the history triggers (migration
+    # New consumers before their allocations: the history triggers (migration
     # 0005) record each new row with its consumer's project, user and type.
-    _save_consumers(conn, claims, existing)
+    owners = _create_consumers(conn, claims, existing)
 
     now = utcnow()
     # Ordered by provider and class: the capacity guard (migration 0004) then
@@ -323,6 +323,9 @@ def write(conn: sa.Connection, claims: list[Claim]) -> None:
                for rp_uuid, resources in c.allocations.items() if resources}
     changed |= {row.resource_provider_id for row in old_rows if row.consumer_id in emptied}
     _bump_generations(conn, locked, changed)
+    # Existing consumers after the insert: on MySQL the capacity guard credits
+    # what a consumer's delete gave back only while its generation is unchanged.
+    _save_existing_consumers(conn, claims, existing, owners)
 
 
 def _insert(conn: sa.Connection, new_rows: list[dict[str, Any]],
@@ -353,28 +356,37 @@ def _insert(conn: sa.Connection, new_rows: list[dict[str, Any]],
             f"'{rp_uuid}'. The requested amount would exceed the capacity.") from exc
 
 
-def _save_consumers(conn: sa.Connection, claims: list[Claim],
-                    existing: dict[str, consumers.Version]) -> None:
-    """Create, update (compare-and-set) or delete each claim's consumer."""
+def _create_consumers(conn: sa.Connection, claims: list[Claim],
+                      existing: dict[str, consumers.Version]) -> consumers.Owners:
+    """The owners' ids (inserting new projects, users, types), and the consumers
+    that do not exist yet, created."""
     holding = [c for c in claims if any(c.allocations.values())]
     owners = consumers.ensure_owners(
         conn, {c.project_id for c in holding}, {c.user_id for c in holding},
         {c.consumer_type for c in holding if c.consumer_type})
-    new: list[consumers.New] = []
+    consumers.create_many(conn, [
+        consumers.New(c.consumer_uuid, owners.projects[c.project_id], owners.users[c.user_id],
+                      owners.types[c.consumer_type] if c.consumer_type else None)
+        for c in sorted(holding, key=lambda c: c.consumer_uuid)
+        if c.consumer_uuid not in existing])
+    return owners
+
+
+def _save_existing_consumers(conn: sa.Connection, claims: list[Claim],
+                             existing: dict[str, consumers.Version],
+                             owners: consumers.Owners) -> None:
+    """Update (compare-and-set) each existing consumer, or delete one left empty."""
     for c in sorted(claims, key=lambda c: c.consumer_uuid):
         consumer = existing.get(c.consumer_uuid)
-        if not any(c.allocations.values()):
-            if consumer is not None:
-                consumers.delete(conn, consumer)
-            continue
-        project_id, user_id = owners.projects[c.project_id], owners.users[c.user_id]
-        type_id = owners.types[c.consumer_type] if c.consumer_type else None
         if consumer is None:
-            new.append(consumers.New(c.consumer_uuid, project_id, user_id, type_id))
-        else:
-            consumers.update(conn, consumer, project_id, user_id, type_id,
-                             set_type=c.consumer_type is not None)
-    consumers.create_many(conn, new)
+            continue
+        if not any(c.allocations.values()):
+            consumers.delete(conn, consumer)
+            continue
+        type_id = owners.types[c.consumer_type] if c.consumer_type else None
+        consumers.update(conn, consumer, owners.projects[c.project_id],
+                         owners.users[c.user_id], type_id,
+                         set_type=c.consumer_type is not None)
 
 
 def _check_capacity(conn: sa.Connection, claims: list[Claim], by_uuid: dict[str, _Locked],

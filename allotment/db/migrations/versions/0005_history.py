@@ -241,6 +241,27 @@ END $$;
 """
 
 
+# A claim that changes an existing consumer's project, user or type updates
+# the consumer after inserting its rows: its entries of this transaction take
+# the new owner.
+_OWNER_CHANGED = ("NEW.project_id <> OLD.project_id OR NEW.user_id <> OLD.user_id OR "
+                  "{not_same_type}")
+_OWNER_SET = f"""
+    UPDATE {ALLOCATIONS}
+       SET project_id = (SELECT external_id FROM projects WHERE id = NEW.project_id),
+           user_id = (SELECT external_id FROM users WHERE id = NEW.user_id),
+           consumer_type = (SELECT name FROM consumer_types WHERE id = NEW.consumer_type_id)
+     WHERE consumer_uuid = NEW.{{uuid}} AND txn = {{txn}};"""
+
+_PG_OWNER_FUNCTION = f"""
+CREATE FUNCTION allotment_history_consumer_owner() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN{_OWNER_SET.format(uuid="uuid", txn="pg_current_xact_id()::text::bigint")}
+    RETURN NULL;
+END $$;
+"""
+
+
 def _postgresql(bind: sa.Connection) -> None:
     for name, changed in _PG_CHANGED.items():
         bind.exec_driver_sql(_PG_ALLOCATIONS_FUNCTION.format(op=name, changed=changed))
@@ -251,6 +272,12 @@ def _postgresql(bind: sa.Connection) -> None:
     bind.exec_driver_sql(
         "CREATE TRIGGER allotment_history AFTER INSERT OR UPDATE OR DELETE ON inventories "
         "FOR EACH ROW EXECUTE FUNCTION allotment_history_inventories()")
+    bind.exec_driver_sql(_PG_OWNER_FUNCTION)
+    changed = _OWNER_CHANGED.format(
+        not_same_type="NEW.consumer_type_id IS DISTINCT FROM OLD.consumer_type_id")
+    bind.exec_driver_sql(
+        "CREATE TRIGGER allotment_history_owner AFTER UPDATE ON consumers FOR EACH ROW "
+        f"WHEN ({changed}) EXECUTE FUNCTION allotment_history_consumer_owner()")
 
 
 # --- MySQL / MariaDB ----------------------------------------------------------
@@ -369,6 +396,12 @@ def _mysql(bind: sa.Connection) -> None:
         bind.exec_driver_sql(
             f"CREATE TRIGGER allotment_history_inventories_{event} AFTER {event} "
             f"ON inventories FOR EACH ROW {_mysql_inventory_trigger(event)}")
+    changed = _OWNER_CHANGED.format(
+        not_same_type="NOT (NEW.consumer_type_id <=> OLD.consumer_type_id)")
+    bind.exec_driver_sql(
+        "CREATE TRIGGER allotment_history_consumers_UPDATE AFTER UPDATE ON consumers "
+        f"FOR EACH ROW BEGIN IF {w.MYSQL_TXN} IS NOT NULL AND ({changed}) THEN"
+        f"{_OWNER_SET.format(uuid='`uuid`', txn=w.MYSQL_TXN)}\n    END IF;\nEND")
 
 
 # --- SQLite -------------------------------------------------------------------
@@ -458,6 +491,11 @@ def _sqlite(bind: sa.Connection) -> None:
                                f"AND {_UNCHANGED})",
                                _sqlite_inventory_change("OLD", "NEW")),
     }
+    triggers["consumers_owner"] = (
+        "UPDATE ON consumers",
+        _OWNER_CHANGED.format(
+            not_same_type="NEW.consumer_type_id IS NOT OLD.consumer_type_id"),
+        _OWNER_SET.format(uuid="uuid", txn=_SQLITE_TXN))
     for name, (event, when, body) in triggers.items():
         condition = f" WHEN {when}" if when else ""
         bind.exec_driver_sql(f"CREATE TRIGGER allotment_history_{name} AFTER {event} "
@@ -466,7 +504,7 @@ def _sqlite(bind: sa.Connection) -> None:
 
 SQLITE_TRIGGERS = ("allocations_insert", "allocations_delete", "allocations_update",
                    "allocations_rekey", "inventories_insert", "inventories_delete",
-                   "inventories_update")
+                   "inventories_update", "consumers_owner")
 
 
 def upgrade() -> None:
@@ -491,11 +529,14 @@ def downgrade() -> None:
             bind.exec_driver_sql(f"DROP FUNCTION IF EXISTS allotment_history_allocations_{name}()")
         bind.exec_driver_sql("DROP TRIGGER IF EXISTS allotment_history ON inventories")
         bind.exec_driver_sql("DROP FUNCTION IF EXISTS allotment_history_inventories()")
+        bind.exec_driver_sql("DROP TRIGGER IF EXISTS allotment_history_owner ON consumers")
+        bind.exec_driver_sql("DROP FUNCTION IF EXISTS allotment_history_consumer_owner()")
     elif dialect == "mysql":
         for table in ("allocations", "inventories"):
             for event in ("INSERT", "UPDATE", "DELETE"):
                 bind.exec_driver_sql(
                     f"DROP TRIGGER IF EXISTS allotment_history_{table}_{event}")
+        bind.exec_driver_sql("DROP TRIGGER IF EXISTS allotment_history_consumers_UPDATE")
     else:
         for name in SQLITE_TRIGGERS:
             bind.exec_driver_sql(f"DROP TRIGGER IF EXISTS allotment_history_{name}")
