@@ -36,6 +36,8 @@ WRITER_OUTSIDE = "outside"
 PG_WRITER = "allotment.writer"
 PG_REQUEST_ID = "allotment.request_id"
 PG_GLOBAL_REQUEST_ID = "allotment.global_request_id"
+# Set by the history triggers themselves: the transaction already wrote entries.
+PG_HISTORY_SEEN = "allotment.history_seen"
 
 # MySQL/MariaDB: session variables.
 MYSQL_WRITER = "@allotment_writer"

@@ -148,10 +148,40 @@ _PG_CHANGED = {
               "FROM new_rows) both_sides GROUP BY 1, 2, 3 HAVING SUM(b) <> SUM(a)",
 }
 
+# Scalar subqueries, not joins: the planner knows nothing of a transition
+# table's size, and each lookup must stay one index probe per key however
+# large the joined tables (or the history) grow.
+# Scalar subqueries, not joins: one index probe per key, however large the
+# looked-up tables grow (the planner knows little of a transition table). A
+# transaction's first allocations statement has nothing to merge with: a
+# transaction-local setting says whether this one wrote entries already.
+_PG_NEW_ENTRIES = f"""
+    INSERT INTO {ALLOCATIONS} ({_ALLOCATION_COLUMNS})
+    SELECT now() AT TIME ZONE 'UTC', v_txn, changed.consumer_id, owner.consumer_type,
+           owner.project_id, owner.user_id, changed.resource_provider_id,
+           (SELECT uuid FROM resource_providers WHERE id = changed.resource_provider_id),
+           changed.resource_class_id,
+           (SELECT name FROM resource_classes WHERE id = changed.resource_class_id),
+           changed.b, changed.a, v_request, v_global, v_writer
+      FROM changed
+      LEFT JOIN LATERAL (
+           SELECT ct.name AS consumer_type, p.external_id AS project_id,
+                  u.external_id AS user_id
+             FROM consumers c
+             JOIN projects p ON p.id = c.project_id
+             JOIN users u ON u.id = c.user_id
+             LEFT JOIN consumer_types ct ON ct.id = c.consumer_type_id
+            WHERE c.uuid = changed.consumer_id) owner ON true"""
+
 _PG_ALLOCATIONS_FUNCTION = f"""
 CREATE FUNCTION allotment_history_allocations_{{op}}() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE{_PG_CONTEXT}BEGIN
+    IF current_setting('{w.PG_HISTORY_SEEN}', true) IS DISTINCT FROM v_txn::text THEN
+        PERFORM set_config('{w.PG_HISTORY_SEEN}', v_txn::text, true);
+        WITH changed AS ({{changed}}){_PG_NEW_ENTRIES};
+        RETURN NULL;
+    END IF;
     WITH changed AS ({{changed}}),
     merged AS (
         UPDATE {ALLOCATIONS} h
@@ -160,18 +190,7 @@ DECLARE{_PG_CONTEXT}BEGIN
          WHERE h.consumer_uuid = changed.consumer_id AND h.txn = v_txn
            AND h.resource_provider_id = changed.resource_provider_id
            AND h.resource_class_id = changed.resource_class_id
-        RETURNING h.consumer_uuid, h.resource_provider_id, h.resource_class_id)
-    INSERT INTO {ALLOCATIONS} ({_ALLOCATION_COLUMNS})
-    SELECT now() AT TIME ZONE 'UTC', v_txn, changed.consumer_id, ct.name, p.external_id,
-           u.external_id, changed.resource_provider_id, rp.uuid, changed.resource_class_id,
-           rc.name, changed.b, changed.a, v_request, v_global, v_writer
-      FROM changed
-      LEFT JOIN consumers c ON c.uuid = changed.consumer_id
-      LEFT JOIN projects p ON p.id = c.project_id
-      LEFT JOIN users u ON u.id = c.user_id
-      LEFT JOIN consumer_types ct ON ct.id = c.consumer_type_id
-      LEFT JOIN resource_providers rp ON rp.id = changed.resource_provider_id
-      LEFT JOIN resource_classes rc ON rc.id = changed.resource_class_id
+        RETURNING h.consumer_uuid, h.resource_provider_id, h.resource_class_id){_PG_NEW_ENTRIES}
      WHERE NOT EXISTS (SELECT 1 FROM merged m
                         WHERE m.consumer_uuid = changed.consumer_id
                           AND m.resource_provider_id = changed.resource_provider_id
