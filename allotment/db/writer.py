@@ -44,6 +44,9 @@ MYSQL_WRITER = "@allotment_writer"
 MYSQL_TXN = "@allotment_txn"
 MYSQL_REQUEST_ID = "@allotment_request_id"
 MYSQL_GLOBAL_REQUEST_ID = "@allotment_global_request_id"
+# Set by the history triggers themselves: the token of the transaction that
+# last wrote entries in this session.
+MYSQL_HISTORY_SEEN = "@allotment_history_seen"
 
 # SQLite: the context table (one row, id 1, only inside our transactions).
 SQLITE_CONTEXT = "allotment_write_context"

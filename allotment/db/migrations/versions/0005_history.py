@@ -307,12 +307,18 @@ _MYSQL_WRITER_EXPR = f"IF({w.MYSQL_WRITER} IS NULL, '{w.WRITER_OUTSIDE}', {w.MYS
 def _mysql_allocation_change(row: str, before: str, after: str) -> str:
     """Record one allocation row's change (``row``: NEW or OLD)."""
     consumer = f"{row}.consumer_id"
+    # Only a transaction of allotment's that wrote entries already (its token
+    # in @allotment_history_seen) has any to merge with.
     return f"""
-    SET hit = (SELECT id FROM {ALLOCATIONS}
-                WHERE consumer_uuid = {consumer} AND txn = {w.MYSQL_TXN}
-                  AND resource_provider_id = {row}.resource_provider_id
-                  AND resource_class_id = {row}.resource_class_id
-                ORDER BY id DESC LIMIT 1);
+    IF {w.MYSQL_TXN} IS NOT NULL AND {w.MYSQL_HISTORY_SEEN} = {w.MYSQL_TXN} THEN
+        SET hit = (SELECT id FROM {ALLOCATIONS}
+                    WHERE consumer_uuid = {consumer} AND txn = {w.MYSQL_TXN}
+                      AND resource_provider_id = {row}.resource_provider_id
+                      AND resource_class_id = {row}.resource_class_id
+                    ORDER BY id DESC LIMIT 1);
+    ELSE
+        SET hit = NULL;
+    END IF;
     IF hit IS NULL THEN
         SET v_type = (SELECT ct.name FROM consumers c
                         JOIN consumer_types ct ON ct.id = c.consumer_type_id
@@ -332,7 +338,8 @@ def _mysql_allocation_change(row: str, before: str, after: str) -> str:
     ELSE
         UPDATE {ALLOCATIONS} SET used_after = used_after - {before} + {after}
          WHERE id = hit;
-    END IF;"""
+    END IF;
+    SET {w.MYSQL_HISTORY_SEEN} = {w.MYSQL_TXN};"""
 
 
 _MYSQL_DECLARE = """
