@@ -3,16 +3,16 @@
 Two fresh databases on one server, the same cloud in each: one at allotment's
 head, one where the history's triggers are dropped and allotment's write
 context (``allotment.db.writer``, one statement per write transaction) is
-switched off -- all that the history adds to a claim. Rounds alternate
+switched off -- all that the history adds to a claim. Boots alternate
 between the two, in-process through the WSGI app (no HTTP server: its cost
-would only dilute the difference), each round a nova-like mix per consumer:
-a new instance's PUT, a resize's PUT replacing it, and the DELETE::
+would only dilute the difference), each a nova-like mix for one consumer: a
+new instance's PUT, a resize's PUT replacing it, and the DELETE::
 
     .venv/bin/python bench/history_cost.py --db postgresql
-    .venv/bin/python bench/history_cost.py --db mysql --rounds 10 --consumers 100
+    .venv/bin/python bench/history_cost.py --db mysql --boots 2000
 
-Interleaving makes a busy machine slow both variants alike; the median round
-of each is compared.
+Interleaving boot by boot makes a busy machine slow both variants alike; the
+medians and means of each are compared.
 """
 
 from __future__ import annotations
@@ -101,20 +101,19 @@ class Variant:
                                 "DISK_GB": {"total": 1 << 20}}}).status_code == 200
             self.providers.append(rp)
 
-    def round(self, consumers: int) -> float:
-        """Seconds for ``consumers`` boots, resizes and deletes, one after another."""
+    def boot(self, index: int) -> float:
+        """Seconds for one boot, resize and delete (three requests)."""
+        consumer = str(uuid.uuid4())
+        rp = self.providers[index % len(self.providers)]
         started = time.perf_counter()
-        for index in range(consumers):
-            consumer = str(uuid.uuid4())
-            rp = self.providers[index % len(self.providers)]
-            for generation, vcpu in ((None, 2), (1, 4)):
-                body = {"allocations": {rp: {"resources": {"VCPU": vcpu, "MEMORY_MB": 2048,
-                                                           "DISK_GB": 20}}},
-                        "project_id": "bench", "user_id": "bench",
-                        "consumer_generation": generation, "consumer_type": "INSTANCE"}
-                status = _request(self.app, "PUT", f"/allocations/{consumer}", body).status_code
-                assert status == 204, status
-            assert _request(self.app, "DELETE", f"/allocations/{consumer}").status_code == 204
+        for generation, vcpu in ((None, 2), (1, 4)):
+            body = {"allocations": {rp: {"resources": {"VCPU": vcpu, "MEMORY_MB": 2048,
+                                                       "DISK_GB": 20}}},
+                    "project_id": "bench", "user_id": "bench",
+                    "consumer_generation": generation, "consumer_type": "INSTANCE"}
+            status = _request(self.app, "PUT", f"/allocations/{consumer}", body).status_code
+            assert status == 204, status
+        assert _request(self.app, "DELETE", f"/allocations/{consumer}").status_code == 204
         return time.perf_counter() - started
 
     def close(self) -> None:
@@ -128,29 +127,30 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--db", choices=sorted(SERVERS), default="postgresql")
     p.add_argument("--providers", type=int, default=100)
-    p.add_argument("--consumers", type=int, default=100, help="boots per round")
-    p.add_argument("--rounds", type=int, default=10, help="rounds per variant")
+    p.add_argument("--boots", type=int, default=1000, help="boots per variant")
     args = p.parse_args(argv)
     variants = [Variant(args.db, history, args.providers) for history in (True, False)]
     try:
         for variant in variants:
-            variant.round(10)  # warm-up: pools, statement caches
+            for index in range(10):  # warm-up: pools, statement caches
+                variant.boot(index)
         times: dict[bool, list[float]] = {True: [], False: []}
-        for index in range(args.rounds):
-            # Alternate which goes first, so neither always follows the other.
+        for index in range(args.boots):
+            # Boot by boot, alternating which goes first: a busy machine slows
+            # both alike.
             order = variants if index % 2 == 0 else variants[::-1]
             for variant in order:
-                times[variant.history].append(variant.round(args.consumers))
-        requests = args.consumers * 3
-        on, off = statistics.median(times[True]), statistics.median(times[False])
-        print(f"{args.db}: {args.rounds} rounds of {args.consumers} boots "
-              f"(PUT new, PUT replace, DELETE: {requests} requests per round)")
+                times[variant.history].append(variant.boot(index))
+        print(f"{args.db}: {args.boots} boots each (PUT new, PUT replace, DELETE), "
+              "interleaved boot by boot")
         for label, history in (("with history", True), ("without history", False)):
-            rounds = ", ".join(f"{t:.2f}" for t in times[history])
-            median = statistics.median(times[history])
-            print(f"  {label}: median round {median:.3f} s "
-                  f"({median / requests * 1000:.2f} ms per request); rounds: {rounds}")
-        print(f"  history costs {100 * (on - off) / off:+.1f} % per claim (medians)")
+            runs = times[history]
+            print(f"  {label}: median {statistics.median(runs) * 1000 / 3:.2f} ms, "
+                  f"mean {statistics.fmean(runs) * 1000 / 3:.2f} ms per request")
+        on, off = statistics.median(times[True]), statistics.median(times[False])
+        mean_on, mean_off = statistics.fmean(times[True]), statistics.fmean(times[False])
+        print(f"  history costs {100 * (on - off) / off:+.1f} % per claim (medians), "
+              f"{100 * (mean_on - mean_off) / mean_off:+.1f} % (means)")
     finally:
         for variant in variants:
             variant.close()
