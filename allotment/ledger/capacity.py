@@ -199,9 +199,10 @@ def exceeded(inventory: Any) -> sa.ColumnElement[bool]:
     For a whole ``used`` of at least 1, ``used > int(c)`` exactly when
     ``used > c``, for a negative ``c`` too (both are then true), so the
     untruncated product agrees with ``capacity()`` here as in ``room_for``.
+    ``used > max(c, 0)`` is both tests with one evaluation of the usage.
     """
-    used = usage(inventory)
-    return sa.and_(used > 0, used > _capacity(inventory))
+    most = _capacity(inventory)
+    return usage(inventory) > sa.case((most > 0, most), else_=0)
 
 
 # --- the whole cloud's capacity, for monitoring -------------------------------
