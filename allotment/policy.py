@@ -13,7 +13,9 @@ rules are upstream Placement's, so an operator's existing ``policy.yaml``
 
 Two rules are allotment's own, for the dashboard's read-only data:
 ``allotment:dashboard:providers`` and ``allotment:dashboard:usages``, admin
-or reader (of any project) in both modes.
+or reader (of any project) in both modes. A third, ``allotment:audit:allocations``
+(GET /audit/allocations: what looks wrong in the database, with the history
+behind it, every project's consumers named), is admin only in both modes.
 
 Every API rule is scoped to projects: a system-scoped token
 (``OpenStack-System-Scope: all``) is refused whatever its roles. oslo.policy
@@ -58,6 +60,9 @@ ADMIN_OR_READER = "role:admin or role:reader"
 # Their names: the dashboard's handlers check them and its OpenAPI entries name them.
 DASHBOARD_PROVIDERS = "allotment:dashboard:providers"
 DASHBOARD_USAGES = "allotment:dashboard:usages"
+# Ours: the audit, admin only (it names every project's consumers and requests).
+ADMIN = "role:admin"
+AUDIT_ALLOCATIONS = "allotment:audit:allocations"
 
 BASE_RULES: list[oslo_policy.RuleDefault] = [
     oslo_policy.RuleDefault(
@@ -182,6 +187,12 @@ API_RULES: list[ApiRule] = [
             (("GET", "/dashboard/api/summary"), ("GET", "/dashboard/api/projects"),
              ("GET", "/dashboard/api/consumer_types"),
              ("GET", "/dashboard/api/consumers/{consumer_uuid}"))),
+    # The audit (allotment's own): read-only, cloud-wide.
+    ApiRule(AUDIT_ALLOCATIONS, ADMIN,
+            "Audit: what looks wrong in allocations and inventories now (over capacity, "
+            "empty or incomplete consumers, old migrations, allocations without inventory), "
+            "with the history that explains each finding.",
+            (("GET", "/audit/allocations"),)),
 ]
 
 

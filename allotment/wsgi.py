@@ -23,6 +23,7 @@ from allotment.handlers import (
     aggregates,
     allocation_candidates,
     allocations,
+    audit,
     dashboard,
     explain,
     inventories,
@@ -75,6 +76,8 @@ ROUTES: list[tuple[str, type[Resource]]] = [
     ("/dashboard/api/projects", dashboard.Projects),
     ("/dashboard/api/consumer_types", dashboard.ConsumerTypes),
     ("/dashboard/api/consumers/{consumer_uuid}", dashboard.Consumer),
+    # The audit (allotment's own): what looks wrong in the database, and why.
+    ("/audit/allocations", audit.AuditAllocations),
     ("/openapi.json", openapi.OpenAPIDocument),
 ]
 

@@ -78,6 +78,8 @@ DEFAULTS = {
     # Ours, not upstream's: the dashboard's read-only views.
     "allotment:dashboard:providers": "role:admin or role:reader",
     "allotment:dashboard:usages": "role:admin or role:reader",
+    # Ours: the audit, admin only.
+    "allotment:audit:allocations": "role:admin",
 }
 
 # The personas of upstream's RBAC tests: (X-Roles, X-Project-Id, system scope).
@@ -110,6 +112,8 @@ ALLOWED: dict[str, dict[str, set[str]]] = {
     "role:admin or role:reader": {
         mode: {"admin", "project_admin", "project_member", "project_reader",
                "other_project_reader"} for mode in ("secure", "legacy")},
+    # The audit: an admin of any project, in both modes; never a service or a reader.
+    "role:admin": {mode: {"admin", "project_admin"} for mode in ("secure", "legacy")},
 }
 
 
@@ -284,6 +288,7 @@ ROWS = [
     Row("GET", "/dashboard/api/consumer_types", "allotment:dashboard:usages", 200),
     Row("GET", "/dashboard/api/consumers/{consumer}", "allotment:dashboard:usages", 200,
         _allocation),
+    Row("GET", "/audit/allocations", "allotment:audit:allocations", 200, _allocation),
 ]
 
 BUILT_ROUTES = {re.sub(r"\{[^}]*\}", "{}", template) for template, _ in ROUTES}
