@@ -193,8 +193,15 @@ def test_empty_consumer(client, database):
     assert (claimed["used_before"], claimed["used_after"], claimed["writer"]) == (0, 2,
                                                                                   "allotment")
     assert finding["history"]["inventories"] == []
-    # The API shows the consumer as holding nothing.
+    # The API shows the consumer as holding nothing; deleting its allocations is a 404.
     assert client.get(f"/allocations/{vm}", version=LATEST).json()["allocations"] == {}
+    assert client.delete(f"/allocations/{vm}", version=LATEST).status == 404
+    # What removes it (docs/history.md): empty allocations at the evidence's generation.
+    resp = client.put(f"/allocations/{vm}", {
+        "allocations": {}, "consumer_generation": evidence["generation"],
+        "project_id": "p1", "user_id": "u1", "consumer_type": "INSTANCE"}, version=LATEST)
+    assert resp.status == 204, resp
+    assert audit(client)["counts"]["empty_consumer"] == 0
 
 
 def test_old_migration(client, database):
