@@ -1,4 +1,8 @@
-"""The ``allotment`` command: argument parsing only; work happens elsewhere."""
+"""The ``allotment`` command: argument parsing only; work happens elsewhere.
+
+``serve``, ``db``, ``status`` and ``audit`` (``allotment.audit_cli``: exit
+status 0 when nothing is found, 1 with findings, 2 when it cannot run).
+"""
 
 from __future__ import annotations
 
@@ -143,6 +147,18 @@ def cmd_status(args: argparse.Namespace) -> int:
     return upgradecheck.run(_load_conf(args))
 
 
+def cmd_audit(args: argparse.Namespace) -> int:
+    from allotment import audit_cli
+
+    try:
+        kinds = audit_cli.parse_kinds(args.kind)
+        limit = audit_cli.check_limit(args.limit)
+    except ValueError as exc:
+        print(f"allotment audit: {exc}", file=sys.stderr)
+        return audit_cli.ERROR
+    return audit_cli.run(_load_conf(args), kinds, limit, args.format)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="allotment",
                                      description="OpenStack Placement API service")
@@ -172,6 +188,23 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("status_command", choices=["upgrade"])
     status.add_argument("check", choices=["check"])
     status.set_defaults(func=cmd_status)
+
+    audit = sub.add_parser(
+        "audit", parents=[common],
+        help="list what looks wrong in the database now (changes nothing)",
+        description="List what looks wrong in the database now, each finding with its "
+                    "evidence and history: over_capacity, empty_consumer, old_migration, "
+                    "allocation_without_inventory, incomplete_consumer. Exit status: 0 "
+                    "nothing found, 1 findings, 2 the audit could not run.")
+    audit.add_argument("--format", choices=["table", "json"], default="table",
+                       help="table (one line per finding) or json (GET /audit/allocations' "
+                            "body); default table")
+    audit.add_argument("--kind", action="append", metavar="KIND",
+                       help="only findings of this kind (repeatable or comma-separated; "
+                            "counts cover every kind)")
+    audit.add_argument("--limit", type=int,
+                       help="findings of each kind at most, 1 to 1000 (default 100)")
+    audit.set_defaults(func=cmd_audit)
     return parser
 
 

@@ -150,6 +150,13 @@ ALLOTMENT_OPTS = [
                      "itself holds no data; every data request it makes carries the "
                      "user's token and is checked by the allotment:dashboard:* "
                      "policy rules."),
+    # The audit (GET /audit/allocations, ``allotment audit``, allotment_audit_findings).
+    cfg.IntOpt("audit_migration_age", default=86400, min=0,
+               help="Seconds a migration's consumer (consumer type MIGRATION, or one "
+                    "holding allocations on two or more root providers) may stay unchanged "
+                    "before the audit reports it as old_migration: a move that neither "
+                    "finished nor was reverted. The age counts from the consumer's last "
+                    "change (updated_at, else created_at)."),
 ]
 
 

@@ -15,8 +15,10 @@ Some rules are allotment's own. For the dashboard's read-only data:
 ``allotment:dashboard:providers`` and ``allotment:dashboard:usages``, admin
 or reader (of any project) in both modes. For the history of allocations and
 inventories (who wrote what, with request ids, across every project):
-``allotment:history:allocations`` and ``allotment:history:inventories``,
-admin only.
+``allotment:history:allocations`` and ``allotment:history:inventories``; and
+``allotment:audit:allocations`` (GET /audit/allocations: what looks wrong in
+the database, with the history behind it, every project's consumers named).
+Those three are admin only in both modes.
 
 Every API rule is scoped to projects: a system-scoped token
 (``OpenStack-System-Scope: all``) is refused whatever its roles. oslo.policy
@@ -61,11 +63,12 @@ ADMIN_OR_READER = "role:admin or role:reader"
 # Their names: the dashboard's handlers check them and its OpenAPI entries name them.
 DASHBOARD_PROVIDERS = "allotment:dashboard:providers"
 DASHBOARD_USAGES = "allotment:dashboard:usages"
-# Ours: the history shows every project's consumers and the request ids of
-# their writes, so it is the admin's alone.
+# Ours: the history and the audit show every project's consumers and the
+# request ids of their writes, so they are the admin's alone.
 ADMIN = "role:admin"
 HISTORY_ALLOCATIONS = "allotment:history:allocations"
 HISTORY_INVENTORIES = "allotment:history:inventories"
+AUDIT_ALLOCATIONS = "allotment:audit:allocations"
 
 BASE_RULES: list[oslo_policy.RuleDefault] = [
     oslo_policy.RuleDefault(
@@ -197,6 +200,12 @@ API_RULES: list[ApiRule] = [
     ApiRule(HISTORY_INVENTORIES, ADMIN,
             "History: every change to providers' inventories, with who made it.",
             (("GET", "/history/inventories"),)),
+    # The audit (allotment's own): read-only, cloud-wide.
+    ApiRule(AUDIT_ALLOCATIONS, ADMIN,
+            "Audit: what looks wrong in allocations and inventories now (over capacity, "
+            "empty or incomplete consumers, old migrations, allocations without inventory), "
+            "with the history that explains each finding.",
+            (("GET", "/audit/allocations"),)),
 ]
 
 

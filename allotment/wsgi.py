@@ -23,6 +23,7 @@ from allotment.handlers import (
     aggregates,
     allocation_candidates,
     allocations,
+    audit,
     dashboard,
     explain,
     history,
@@ -79,6 +80,8 @@ ROUTES: list[tuple[str, type[Resource]]] = [
     # allotment's own: what changed, by whom.
     ("/history/allocations", history.AllocationHistory),
     ("/history/inventories", history.InventoryHistory),
+    # The audit (allotment's own): what looks wrong in the database, and why.
+    ("/audit/allocations", audit.AuditAllocations),
     ("/openapi.json", openapi.OpenAPIDocument),
 ]
 

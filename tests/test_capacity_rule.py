@@ -1,7 +1,7 @@
 """The "fits" rule's two forms agree: ``capacity.fits`` in Python and
-``capacity.room_for`` in SQL, on every backend, over a grid of inventories
-(zero and negative capacity, usage over capacity, ratios below and above 1,
-unit rules) and amounts."""
+``capacity.room_for`` in SQL (and so do ``exceeds`` and ``exceeded``), on every
+backend, over a grid of inventories (zero and negative capacity, usage over
+capacity, ratios below and above 1, unit rules) and amounts."""
 
 from __future__ import annotations
 
@@ -83,3 +83,18 @@ def test_the_read_model_record_follows_the_rule():
         for amount in AMOUNTS:
             assert record.fits(amount) == capacity.fits(amount, used, most, min_unit,
                                                         max_unit, step)
+
+
+def test_python_and_sql_agree_on_what_is_over_capacity(database):
+    """``exceeded`` (the audit's SQL) and ``exceeds`` pick the same records."""
+    _store_grid(database.engine)
+    inventory = t.inventories.alias("inventory")
+    with database.engine.connect() as conn:
+        found = set(conn.execute(sa.select(inventory.c.resource_provider_id)
+                                 .where(capacity.exceeded(inventory))).scalars())
+    expected = {ident for ident, (total, reserved, ratio, _lo, _hi, _step, used)
+                in enumerate(GRID, 1)
+                if capacity.exceeds(used, capacity.capacity(total, reserved, ratio))}
+    assert found == expected
+    # Some records are over (12 used, negative capacities), some are not (nothing used).
+    assert expected and len(expected) < len(GRID)

@@ -153,6 +153,8 @@ QUERY_VALUES = {
     "q": ["cn", "NUMA", RP, "%", "_", ""],
     "roots": [RP, f"{RP},{CHILD}", CHILD, ",", ""],
     "resource_class": ["VCPU", "DISK_GB", "NOPE", ""],
+    # The audit's.
+    "kind": ["over_capacity", "empty_consumer,incomplete_consumer", "nope", ""],
 }
 # Names in bodies that refer to seeded things.
 BODY_VALUES = {
@@ -461,6 +463,7 @@ QUERY_SLOTS: dict[str, list[Slot]] = {
     "q": [Slot("string", "c{}n")],
     "roots": [Slot("string", _within(RP))],
     "resource_class": [Slot("string", "VC{}PU")],
+    "kind": [Slot("string", "over_{}capacity")],
 }
 # The numbered request groups, which the document describes once (as ``resources``...).
 GRANULAR_SLOTS: dict[str, list[Slot]] = {

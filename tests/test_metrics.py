@@ -158,3 +158,40 @@ def test_separate_listener_in_process(database):
     assert _call(app, "/resource_providers", "9181")[0].startswith("404")
     assert _call(app, "/metrics", "8778")[0].startswith("404")
     assert _call(app, "/resource_providers", "8778")[0].startswith("200")
+
+
+def test_audit_findings_by_kind(metrics_client, database, monkeypatch):
+    """allotment_audit_findings{kind}: the audit's counts, kept for a short while."""
+    import sqlalchemy as sa
+    from sqlalchemy.pool import NullPool
+
+    from allotment.db import tables as t
+    from allotment.db.engine import normalize_url
+    from allotment.metrics import exposition
+
+    kinds = ("over_capacity", "empty_consumer", "old_migration",
+             "allocation_without_inventory", "incomplete_consumer")
+    samples = scrape(metrics_client)
+    assert {kind: value(samples, "allotment_audit_findings", kind=kind)
+            for kind in kinds} == dict.fromkeys(kinds, 0)
+    assert value(samples, "allotment_audit_scrape_success") == 1
+    # A provider over capacity (its inventory shrunk under its usage) and a consumer
+    # left without allocations by another writer.
+    rp = provider_with(metrics_client, "cn", VCPU={"total": 8, "allocation_ratio": 2.0})
+    assert put(metrics_client, C1, {rp: {"VCPU": 12}}).status == 204
+    assert put(metrics_client, C2, {rp: {"VCPU": 1}}).status == 204
+    gen = metrics_client.get(f"/resource_providers/{rp}").json()["generation"]
+    assert metrics_client.put(f"/resource_providers/{rp}/inventories/VCPU", {
+        "resource_provider_generation": gen, "total": 8}).status == 200
+    engine = sa.create_engine(normalize_url(database.url), poolclass=NullPool)
+    with engine.begin() as conn:
+        conn.execute(t.allocations.delete().where(t.allocations.c.consumer_id == C2))
+    engine.dispose()
+    # Counted a moment ago: the same numbers until the interval has passed.
+    assert value(scrape(metrics_client), "allotment_audit_findings",
+                 kind="over_capacity") == 0
+    monkeypatch.setattr(exposition, "AUDIT_CACHE_SECONDS", 0.0)
+    samples = scrape(metrics_client)
+    assert {kind: value(samples, "allotment_audit_findings", kind=kind)
+            for kind in kinds} == {**dict.fromkeys(kinds, 0), "over_capacity": 1,
+                                   "empty_consumer": 1}

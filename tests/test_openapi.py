@@ -273,6 +273,13 @@ def run_scenario(c: Checker) -> None:
     # The dashboard's data (allotment's own; this module's app has it on).
     dashboard_scenario(c)
     history_scenario(c)
+    # The audit (allotment's own, at every microversion).
+    body = c.call("GET", "/audit/allocations", expect=200).json()
+    assert body["counts"]["over_capacity"] == 0, body
+    c.call("GET", "/audit/allocations", query="limit=1&kind=empty_consumer,over_capacity",
+           expect=200)
+    c.call("GET", "/audit/allocations", query="limit=0", expect=400)
+    c.call("GET", "/audit/allocations", query="kind=nope", expect=400)
 
     # Refusals.
     c.call("GET", "/resource_providers/{uuid}", uuid=str(uuid.uuid4()), expect=404)

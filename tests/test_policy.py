@@ -81,6 +81,8 @@ DEFAULTS = {
     # Ours: the history, admins only.
     "allotment:history:allocations": "role:admin",
     "allotment:history:inventories": "role:admin",
+    # Ours: the audit, admin only.
+    "allotment:audit:allocations": "role:admin",
 }
 
 # The personas of upstream's RBAC tests: (X-Roles, X-Project-Id, system scope).
@@ -113,7 +115,8 @@ ALLOWED: dict[str, dict[str, set[str]]] = {
     "role:admin or role:reader": {
         mode: {"admin", "project_admin", "project_member", "project_reader",
                "other_project_reader"} for mode in ("secure", "legacy")},
-    # The history: an admin (of any project) only; no deprecated rule.
+    # The history and the audit: an admin of any project, in both modes; never a
+    # service or a reader.
     "role:admin": {mode: {"admin", "project_admin"} for mode in ("secure", "legacy")},
 }
 
@@ -291,6 +294,7 @@ ROWS = [
         _allocation),
     Row("GET", "/history/allocations", "allotment:history:allocations", 200, _allocation),
     Row("GET", "/history/inventories", "allotment:history:inventories", 200, _inventory),
+    Row("GET", "/audit/allocations", "allotment:audit:allocations", 200, _allocation),
 ]
 
 BUILT_ROUTES = {re.sub(r"\{[^}]*\}", "{}", template) for template, _ in ROUTES}

@@ -9,7 +9,8 @@ The rule is here twice, in the two languages that need it, side by side:
 ``fits`` (from ``capacity`` and ``amount_allowed``) and ``room`` in Python (the
 claim check, the read model, explain, the summaries) and ``usage``/``room_for``
 as SQL expressions (the candidate filter and the provider list's
-``resources`` filter). ``InventoryWithUsage`` is the record the Python side
+``resources`` filter); likewise ``exceeds`` and ``exceeded``, a record holding
+more than its capacity (the audit). ``InventoryWithUsage`` is the record the Python side
 reads them from. They agree by construction on every amount the API accepts
 (``tests/test_capacity_rule.py`` checks a grid on every backend): for a
 whole number ``n``, ``n <= int(c)`` exactly when ``n <= c`` for ``c >= 0``,
@@ -100,6 +101,12 @@ def fits(amount: int, used: int, capacity: int, min_unit: int, max_unit: int,
     return used + amount <= capacity and amount_allowed(amount, min_unit, max_unit, step_size)
 
 
+def exceeds(used: int, capacity: int) -> bool:
+    """A record holds more than its capacity (of ``capacity()``): something is
+    allocated, beyond what may be. ``exceeded`` in SQL."""
+    return used > 0 and used > capacity
+
+
 def room(used: int, capacity: int, max_unit: int) -> int:
     """The most one allocation may take: the free capacity, capped by
     ``max_unit`` (negative when the record is over capacity)."""
@@ -166,6 +173,11 @@ def usage(inventory: Any) -> sa.ScalarSelect[Any]:
             .scalar_subquery())
 
 
+def _capacity(inventory: Any) -> sa.ColumnElement[Any]:
+    """``(total - reserved) * allocation_ratio``, untruncated (see the module's docstring)."""
+    return (inventory.c.total - inventory.c.reserved) * inventory.c.allocation_ratio
+
+
 def room_for(inventory: Any, amount: Any) -> list[sa.ColumnElement[bool]]:
     """Conditions: the inventory row can take one more allocation of ``amount``.
 
@@ -174,12 +186,23 @@ def room_for(inventory: Any, amount: Any) -> list[sa.ColumnElement[bool]]:
     if isinstance(amount, int):
         amount = sa.literal(requestable(amount), sa.BigInteger)
     return [
-        usage(inventory) + amount
-        <= (inventory.c.total - inventory.c.reserved) * inventory.c.allocation_ratio,
+        usage(inventory) + amount <= _capacity(inventory),
         inventory.c.min_unit <= amount,
         inventory.c.max_unit >= amount,
         amount % inventory.c.step_size == 0,
     ]
+
+
+def exceeded(inventory: Any) -> sa.ColumnElement[bool]:
+    """Condition: the inventory row holds more than its capacity (``exceeds``).
+
+    For a whole ``used`` of at least 1, ``used > int(c)`` exactly when
+    ``used > c``, for a negative ``c`` too (both are then true), so the
+    untruncated product agrees with ``capacity()`` here as in ``room_for``.
+    ``used > max(c, 0)`` is both tests with one evaluation of the usage.
+    """
+    most = _capacity(inventory)
+    return usage(inventory) > sa.case((most > 0, most), else_=0)
 
 
 # --- the whole cloud's capacity, for monitoring -------------------------------

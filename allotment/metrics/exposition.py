@@ -17,8 +17,11 @@ multiprocess mode: see ``allotment.metrics``) and the cloud's capacity, read
 at scrape time with two statements (``ledger.capacity.provider_report`` and
 ``inventory_report``) and rendered here as text directly: prometheus_client's
 generic renderer takes seconds for the ~200,000 samples of 10,000 providers,
-string formatting per row a tenth of that. Scrapes themselves are not counted
-as API requests.
+string formatting per row a tenth of that. Then the audit's counts per kind of
+finding (``allotment_audit_findings{kind}``, ``ledger.audit.count``), read at
+most once per ``AUDIT_CACHE_SECONDS`` in each worker: they are whole-table
+counts, and an alert on them needs no fresher value. Scrapes themselves are
+not counted as API requests.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import gzip
 import ipaddress
 import json
 import logging
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable
@@ -39,9 +43,10 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import QueuePool
 
 from allotment import errors
+from allotment.db.availability import DatabaseUnavailable
 from allotment.db.engine import Database
 from allotment.http.environ import REQUEST_ID_ENVIRON
-from allotment.ledger import capacity
+from allotment.ledger import audit, capacity
 from allotment.metrics import REFUSAL_CODE_ENVIRON, Metrics, enable
 
 LOG = logging.getLogger(__name__)
@@ -71,10 +76,12 @@ def with_metrics(app: WSGIApp, conf: Any, db: Database, routes: list[str]) -> WS
     metrics, registry = enable()
     instrument_database(db, metrics)
 
+    findings = AuditFindings(db, audit.Settings.from_conf(conf))
+
     def scrape() -> bytes:
         from prometheus_client import generate_latest
 
-        return generate_latest(registry) + render_capacity(db)
+        return generate_latest(registry) + render_capacity(db) + findings.render()
 
     return MetricsMiddleware(app, metrics, scrape, routes,
                              parse_listen(conf.allotment.metrics_listen))
@@ -324,3 +331,51 @@ def render_capacity(db: Database) -> bytes:
 
 def _gauge(name: str, help_text: str, value: float) -> bytes:
     return f"# HELP {name} {help_text}\n# TYPE {name} gauge\n{name} {value}\n".encode()
+
+
+# --- the audit's counts -------------------------------------------------------
+
+# Seconds a worker keeps the audit's counts before it counts again.
+AUDIT_CACHE_SECONDS = 60.0
+
+
+class AuditFindings:
+    """``allotment_audit_findings{kind}``: how many findings of each kind the audit
+    (GET /audit/allocations) has now, counted at most every ``AUDIT_CACHE_SECONDS``.
+
+    One COUNT per kind in one snapshot; concurrent scrapes wait for the one
+    counting. A failed count is not kept: the next scrape tries again.
+    """
+
+    def __init__(self, db: Database, settings: audit.Settings) -> None:
+        self.db = db
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._body: bytes | None = None
+        self._counted_at = 0.0
+
+    def render(self) -> bytes:
+        with self._lock:
+            now = time.monotonic()
+            if self._body is not None and now - self._counted_at < AUDIT_CACHE_SECONDS:
+                return self._body
+            try:
+                with self.db.snapshot() as conn:
+                    counts = audit.count(conn, self.settings)
+            except (SQLAlchemyError, DatabaseUnavailable) as exc:
+                LOG.warning("metrics: cannot count the audit's findings: %s", exc)
+                self._body = None
+                return _gauge("allotment_audit_scrape_success",
+                              "1 if the audit's findings were counted, 0 if the database "
+                              "could not be read.", 0)
+            out = ["# HELP allotment_audit_findings Findings of the audit (GET "
+                   "/audit/allocations) by kind, counted at most every "
+                   f"{AUDIT_CACHE_SECONDS:g} s.\n# TYPE allotment_audit_findings gauge\n"]
+            out += [f'allotment_audit_findings{{kind="{kind}"}} {counts[kind]}\n'
+                    for kind in audit.KINDS]
+            self._body = "".join(out).encode() + _gauge(
+                "allotment_audit_scrape_success",
+                "1 if the audit's findings were counted, 0 if the database could not be "
+                "read.", 1)
+            self._counted_at = now
+            return self._body

@@ -292,19 +292,23 @@ DASHBOARD_CONSUMER = obj(
      "consumer_type": STRING},
 )
 
+# --- allotment's own: history entries and the audit (GET /audit/allocations) ------
+# Rendered by ``allotment.http.history_render``; no microversion changes them.
 
-# History (allotment's own): one entry per key one transaction changed.
+_TIME: Schema = {"type": "string", "format": "date-time",
+                 "description": "ISO 8601, UTC, e.g. 2026-12-03T18:42:19.157342Z."}
 _NULLABLE_STRING: Schema = {"type": ["string", "null"]}
 _NULLABLE_INTEGER: Schema = {"type": ["integer", "null"]}
 _NULLABLE_NUMBER: Schema = {"type": ["number", "null"]}
-_WHO = {
-    "request_id": _NULLABLE_STRING,
-    "global_request_id": _NULLABLE_STRING,
-    "writer": {"type": "string", "enum": ["allotment", "outside"]},
-}
+_NULLABLE_TIME: Schema = {"type": ["string", "null"], "format": "date-time"}
+_WRITER: Schema = {"type": "string", "enum": ["allotment", "outside"],
+                   "description": "allotment (with the request's ids), or any other "
+                                  "writer: upstream Placement, an operator's SQL."}
+
+# One (consumer, provider, class) as one transaction changed it.
 HISTORY_ALLOCATION_ENTRY = obj({
-    "id": _COUNT,
-    "at": STRING,
+    "id": INTEGER,
+    "at": _TIME,
     "consumer_uuid": STRING,
     "consumer_type": _NULLABLE_STRING,
     "project_id": _NULLABLE_STRING,
@@ -313,11 +317,15 @@ HISTORY_ALLOCATION_ENTRY = obj({
     "resource_class": _NULLABLE_STRING,
     "used_before": INTEGER,
     "used_after": INTEGER,
-    **_WHO,
+    "request_id": _NULLABLE_STRING,
+    "global_request_id": _NULLABLE_STRING,
+    "writer": _WRITER,
 })
+# One (provider, class) inventory as one transaction changed it; "before" null:
+# created, "after" null: deleted.
 HISTORY_INVENTORY_ENTRY = obj({
-    "id": _COUNT,
-    "at": STRING,
+    "id": INTEGER,
+    "at": _TIME,
     "resource_provider_uuid": _NULLABLE_STRING,
     "resource_provider_generation": _NULLABLE_INTEGER,
     "resource_class": _NULLABLE_STRING,
@@ -330,9 +338,74 @@ HISTORY_INVENTORY_ENTRY = obj({
     "min_unit": _NULLABLE_INTEGER,
     "max_unit": _NULLABLE_INTEGER,
     "step_size": _NULLABLE_INTEGER,
-    **_WHO,
+    "request_id": _NULLABLE_STRING,
+    "global_request_id": _NULLABLE_STRING,
+    "writer": _WRITER,
 })
+# GET /history/allocations and /history/inventories.
 HISTORY_ALLOCATIONS = obj({"entries": {"type": "array", "items": HISTORY_ALLOCATION_ENTRY},
                            "next_marker": _NULLABLE_INTEGER})
 HISTORY_INVENTORIES = obj({"entries": {"type": "array", "items": HISTORY_INVENTORY_ENTRY},
                            "next_marker": _NULLABLE_INTEGER})
+
+_STRINGS: Schema = {"type": "array", "items": STRING}
+_CONSUMER_EVIDENCE = {
+    "consumer_uuid": STRING,
+    "project_id": _NULLABLE_STRING,
+    "user_id": _NULLABLE_STRING,
+    "consumer_type": _NULLABLE_STRING,
+    "generation": INTEGER,
+    "created_at": _NULLABLE_TIME,
+    "updated_at": _NULLABLE_TIME,
+}
+# Each kind's evidence (``allotment.ledger.audit``).
+AUDIT_EVIDENCE: dict[str, Schema] = {
+    "over_capacity": obj({
+        "resource_provider_name": _NULLABLE_STRING, "used": INTEGER, "total": INTEGER,
+        "reserved": INTEGER, "allocation_ratio": {"type": "number"}, "capacity": INTEGER}),
+    "empty_consumer": obj(_CONSUMER_EVIDENCE),
+    "old_migration": obj({
+        **_CONSUMER_EVIDENCE,
+        "reasons": _STRINGS,
+        "roots": {**_STRINGS, "description": "The root providers of the providers it "
+                                             "holds allocations on (sharing ones left out)."},
+        "sharing_providers": _STRINGS,
+        "age_seconds": INTEGER}),
+    "allocation_without_inventory": obj({
+        "resource_provider_uuid": _NULLABLE_STRING,
+        "resource_provider_name": _NULLABLE_STRING,
+        "resource_class": _NULLABLE_STRING,
+        "used": INTEGER,
+        "consumer_count": _COUNT,
+        "consumers": {"type": "array", "items": obj({"consumer_uuid": STRING,
+                                                     "used": INTEGER}),
+                      "description": "The first 20 consumers by uuid."}}),
+    "incomplete_consumer": obj({
+        **_CONSUMER_EVIDENCE,
+        "placeholder": {"type": "array", "items": {"enum": ["project", "user"]}}}),
+}
+
+
+def _finding(kind: str, evidence: Schema) -> Schema:
+    return obj({
+        "kind": {"const": kind},
+        "summary": STRING,
+        "consumer_uuid": _NULLABLE_STRING,
+        "resource_provider_uuid": _NULLABLE_STRING,
+        "resource_class": _NULLABLE_STRING,
+        "evidence": evidence,
+        "history": obj({
+            "allocations": {"type": "array", "items": HISTORY_ALLOCATION_ENTRY},
+            "inventories": {"type": "array", "items": HISTORY_INVENTORY_ENTRY}}),
+    })
+
+
+AUDIT = obj({
+    "generated_at": _TIME,
+    "settings": obj({"migration_age": _COUNT, "incomplete_consumer_project_id": STRING,
+                     "incomplete_consumer_user_id": STRING}),
+    "counts": obj({kind: _COUNT for kind in AUDIT_EVIDENCE}),
+    "findings": {"type": "array",
+                 "items": {"oneOf": [_finding(kind, evidence)
+                                     for kind, evidence in AUDIT_EVIDENCE.items()]}},
+})
