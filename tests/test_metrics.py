@@ -195,3 +195,21 @@ def test_audit_findings_by_kind(metrics_client, database, monkeypatch):
     assert {kind: value(samples, "allotment_audit_findings", kind=kind)
             for kind in kinds} == {**dict.fromkeys(kinds, 0), "over_capacity": 1,
                                    "empty_consumer": 1}
+
+
+def test_capacity_scrape_answers_while_the_database_is_gone(database, monkeypatch):
+    """The database unreachable (Database.read raises DatabaseUnavailable, not a driver
+    error): the capacity families say so with scrape_success 0 instead of failing."""
+    import contextlib
+
+    from allotment.db.availability import DatabaseUnavailable
+    from allotment.metrics import exposition
+
+    @contextlib.contextmanager
+    def gone():
+        raise DatabaseUnavailable("connection refused")
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(database.db, "read", gone)
+    samples = parse(exposition.render_capacity(database.db).decode())
+    assert value(samples, "placement_capacity_scrape_success") == 0

@@ -295,7 +295,9 @@ def render_capacity(db: Database) -> bytes:
         with db.read() as conn:
             providers = capacity.provider_report(conn)
             inventories = capacity.inventory_report(conn)
-    except SQLAlchemyError as exc:
+    except (SQLAlchemyError, DatabaseUnavailable) as exc:
+        # DatabaseUnavailable: the database is gone (Database.read says so
+        # itself, not as a driver error); the scrape still answers.
         LOG.warning("metrics: cannot read the capacity report: %s", exc)
         return _gauge("placement_capacity_scrape_success",
                       "1 if this scrape read the capacity from the database, 0 if not.", 0)
