@@ -177,6 +177,9 @@ _PG_ALLOCATIONS_FUNCTION = f"""
 CREATE FUNCTION allotment_history_allocations_{{op}}() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE{_PG_CONTEXT}BEGIN
+    IF NOT EXISTS (SELECT 1 FROM {{rows}}) THEN
+        RETURN NULL;  -- a statement that changed nothing (a new consumer's delete)
+    END IF;
     IF current_setting('{w.PG_HISTORY_SEEN}', true) IS DISTINCT FROM v_txn::text THEN
         PERFORM set_config('{w.PG_HISTORY_SEEN}', v_txn::text, true);
         WITH changed AS ({{changed}}){_PG_NEW_ENTRIES};
@@ -283,7 +286,9 @@ END $$;
 
 def _postgresql(bind: sa.Connection) -> None:
     for name, changed in _PG_CHANGED.items():
-        bind.exec_driver_sql(_PG_ALLOCATIONS_FUNCTION.format(op=name, changed=changed))
+        rows = "new_rows" if name == "insert" else "old_rows"
+        bind.exec_driver_sql(_PG_ALLOCATIONS_FUNCTION.format(op=name, changed=changed,
+                                                             rows=rows))
         bind.exec_driver_sql(
             f"CREATE TRIGGER allotment_history_{name} {_PG_ALLOCATIONS_TRIGGER[name]} "
             f"FOR EACH STATEMENT EXECUTE FUNCTION allotment_history_allocations_{name}()")
