@@ -83,3 +83,19 @@ def test_the_read_model_record_follows_the_rule():
         for amount in AMOUNTS:
             assert record.fits(amount) == capacity.fits(amount, used, most, min_unit,
                                                         max_unit, step)
+
+
+def test_how_many_is_fits_one_after_another():
+    """``how_many`` counts what ``fits`` takes when allocations of one amount are
+    made one after another, each on top of the ones before (``plus``)."""
+    counted = set()
+    for total, reserved, ratio, min_unit, max_unit, step, used in GRID:
+        record = capacity.with_usage(total, reserved, min_unit, max_unit, step, ratio, used)
+        for amount in AMOUNTS:
+            placed, now = 0, record
+            while now.fits(amount):
+                placed, now = placed + 1, now.plus(amount)
+            assert record.how_many(amount) == placed, (record, amount)
+            assert now.used == used + placed * amount
+            counted.add(placed)
+    assert {0, 1} < counted and max(counted) > 5

@@ -251,6 +251,12 @@ class Fits:
         inventory = provider.inventories.get(self.class_id)
         return inventory is not None and inventory.fits(self.amount)
 
+    def times(self, provider: Provider) -> int:
+        """How many allocations of the amount the provider takes one after
+        another (``capacity.how_many``; 0 without an inventory of the class)."""
+        inventory = provider.inventories.get(self.class_id)
+        return inventory.how_many(self.amount) if inventory is not None else 0
+
     def why_not(self, provider: Provider) -> list[Refusal]:
         inventory = provider.inventories.get(self.class_id)
         if inventory is None:

@@ -7,7 +7,8 @@ the API shows it), and one allocation from it must lie within
 
 The rule is here twice, in the two languages that need it, side by side:
 ``fits`` (from ``capacity`` and ``amount_allowed``) and ``room`` in Python (the
-claim check, the read model, explain, the summaries) and ``usage``/``room_for``
+claim check, the read model, explain, the summaries; ``how_many``, what
+``fits`` takes one after another, for headroom) and ``usage``/``room_for``
 as SQL expressions (the candidate filter and the provider list's
 ``resources`` filter). ``InventoryWithUsage`` is the record the Python side
 reads them from. They agree by construction on every amount the API accepts
@@ -100,6 +101,23 @@ def fits(amount: int, used: int, capacity: int, min_unit: int, max_unit: int,
     return used + amount <= capacity and amount_allowed(amount, min_unit, max_unit, step_size)
 
 
+def how_many(amount: int, used: int, capacity: int, min_unit: int, max_unit: int,
+             step_size: int) -> int:
+    """How many allocations of ``amount``, made one after another, ``fits`` takes:
+    the largest ``n`` such that ``fits(amount, used + i * amount, ...)`` holds for
+    every ``i < n`` (what headroom counts on one provider).
+
+    ``fits`` holds for the ``i``-th exactly when the unit rules hold (they do not
+    depend on ``i``) and ``used + (i + 1) * amount <= capacity``: so ``n`` is
+    ``(capacity - used) // amount``, or 0 when that is negative or the unit rules
+    refuse the amount (``tests/test_capacity_rule.py`` checks it against ``fits``
+    step by step).
+    """
+    if amount < 1 or not amount_allowed(amount, min_unit, max_unit, step_size):
+        return 0
+    return max((capacity - used) // amount, 0)
+
+
 def room(used: int, capacity: int, max_unit: int) -> int:
     """The most one allocation may take: the free capacity, capped by
     ``max_unit`` (negative when the record is over capacity)."""
@@ -129,6 +147,17 @@ class InventoryWithUsage:
         """One more allocation of ``amount`` fits (``fits`` above)."""
         return fits(amount, self.used, self.capacity, self.min_unit, self.max_unit,
                     self.step_size)
+
+    def how_many(self, amount: int) -> int:
+        """How many allocations of ``amount`` fit one after another (``how_many`` above)."""
+        return how_many(amount, self.used, self.capacity, self.min_unit, self.max_unit,
+                        self.step_size)
+
+    def plus(self, more: int) -> InventoryWithUsage:
+        """The same record once ``more`` more is allocated from it."""
+        return InventoryWithUsage(self.total, self.reserved, self.min_unit, self.max_unit,
+                                  self.step_size, self.allocation_ratio, self.used + more,
+                                  self.capacity)
 
     @property
     def room(self) -> int:
