@@ -99,3 +99,11 @@ def test_how_many_is_fits_one_after_another():
             assert now.used == used + placed * amount
             counted.add(placed)
     assert {0, 1} < counted and max(counted) > 5
+
+
+def test_how_many_each_is_how_many_record_by_record():
+    records = [capacity.with_usage(total, reserved, min_unit, max_unit, step, ratio, used)
+               for total, reserved, ratio, min_unit, max_unit, step, used in GRID]
+    for amount in AMOUNTS:
+        assert capacity.how_many_each(amount, records) == [
+            record.how_many(amount) for record in records], amount

@@ -64,7 +64,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from allotment.candidates import engine, rules, search
 from allotment.candidates.budget import Budget
@@ -112,11 +112,15 @@ class WhatIf:
     add: tuple[HostTemplate, ...] = ()
 
 
-@dataclass(frozen=True)
-class RootCount:
+class RootCount(NamedTuple):
+    """One root provider and how many fit in its tree (a tuple: there are
+    thousands of them, and a frozen dataclass costs several times as much to
+    build)."""
+
     uuid: str
     name: str | None
-    count: int
+    # Consumers that fit in the tree (``count`` in the answer).
+    consumers: int
 
 
 @dataclass(frozen=True)
@@ -152,7 +156,7 @@ class Headroom:
         body: dict[str, Any] = {
             "total": self.total,
             "optimal": self.optimal,
-            "roots": [{"uuid": r.uuid, "name": r.name, "count": r.count}
+            "roots": [{"uuid": r.uuid, "name": r.name, "count": r.consumers}
                       for r in self.roots[:roots_limit]],
         }
         if self.aggregates is not None:
@@ -223,6 +227,9 @@ class _Tally:
 
     def add(self, root: int, aggregates: Iterable[int], times: int) -> None:
         self.by_root[root] = self.by_root.get(root, 0) + times
+        self.add_aggregates(aggregates, times)
+
+    def add_aggregates(self, aggregates: Iterable[int], times: int) -> None:
         for aggregate in aggregates:
             self.by_aggregate[aggregate] = self.by_aggregate.get(aggregate, 0) + times
 
@@ -276,9 +283,12 @@ def count(state: State, request: CandidateRequest, what_if: WhatIf | None = None
             optimal = optimal and alone.optimal
         tally = _pack(state, source, request, prepared, excluded, wanted, budget, release)
         optimal = optimal and tally.optimal
-    roots = [RootCount(tally.providers[root].uuid, tally.providers[root].name, n)
-             for root, n in tally.by_root.items() if n > 0]
-    roots.sort(key=lambda r: (-r.count, r.name or "", r.uuid))
+    providers = tally.providers
+    # Most first, then by name (unique; the id orders a nameless one).
+    order = sorted((-n, providers[root].name or "", root)
+                   for root, n in tally.by_root.items() if n > 0)
+    roots = [RootCount(providers[root].uuid, providers[root].name, -negative)
+             for negative, _, root in order]
     total = min(tally.total + sum(a.total for a in added), capacity.MAX_TOTAL)
     aggregates = None
     if named:
@@ -308,21 +318,26 @@ def _single(state: State, source: ModelSource, prepared: engine.Prepared, exclud
     the least, over the requested classes, of what the capacity rule lets it
     take one after another."""
     group = prepared.groups[0]
-    found = source.single_providers(group, prepared.roots, None, None)
+    # Each one is its own root (no nested provider holds a requested class).
+    found = source.single_holders(group, prepared.roots)
     budget.admit(len(found))
-    fits = [rules.Fits(rc, amount) for rc, amount in group.resources]
-    providers = state.providers
-    tally = _Tally(providers=providers)
-    for rp, root in found:
-        budget.step()
-        if root in excluded:
-            continue
-        provider = providers[rp]
-        times = min((fit.times(provider) for fit in fits), default=0)
-        if times:
-            tally.add(root, _aggregates_of(providers, (rp, root), wanted), times)
-    LOG.debug("headroom, single path: %d providers serve the request, %d consumers fit",
-              len(found), tally.total)
+    if excluded:
+        found = [provider for provider in found if provider.id not in excluded]
+    # The least, over the classes, of what fits one after another (0: it does not
+    # serve the request now: ``Fits.passes`` is ``times >= 1``).
+    counts: list[int] = [0] * len(found)  # (a group without resources selects none)
+    for index, (rc, amount) in enumerate(group.resources):
+        each = rules.Fits(rc, amount).times_each(found)
+        counts = list(map(min, counts, each)) if index else each
+    tally = _Tally(providers=state.providers)
+    tally.by_root = {provider.id: n for provider, n in zip(found, counts, strict=True) if n}
+    if wanted:
+        for provider in found:
+            n = tally.by_root.get(provider.id)
+            if n:
+                tally.add_aggregates(provider.aggregates & wanted.keys(), n)
+    LOG.debug("headroom, single path: %d providers hold the classes and pass the "
+              "filters, %d consumers fit", len(found), tally.total)
     return tally
 
 
@@ -384,7 +399,7 @@ def _fill_tree(anchor: int, slots: list[Slot], fits_of: list[list[rules.Fits]],
                                             budget.step), None)
         if first is None:
             return True
-        times = _times_first(first, slots, fits_of, usage)
+        times = _times_first(first, slots, usage)
         if times < 1:  # cannot be (the walk found it fits): never count what does not
             LOG.warning("headroom: a candidate of tree %d does not fit its own amounts",
                         anchor)
@@ -406,36 +421,32 @@ def _narrowed(slot: Slot, fits: list[rules.Fits], usage: Usage) -> Slot:
     return slot if len(kept) == len(slot.options) else replace(slot, options=kept)
 
 
-def _times_first(candidate: Candidate, slots: list[Slot], fits_of: list[list[rules.Fits]],
-                 usage: Usage) -> int:
-    """How many times in a row ``candidate`` is the walk's first: it fits
-    (``capacity.how_many`` on its amounts) and no slot loses an option.
+def _times_first(candidate: Candidate, slots: list[Slot], usage: Usage) -> int:
+    """How many times in a row ``candidate`` is the walk's first: while it fits and
+    no slot loses an option.
 
     With the same options the walk goes in the same order, and rooms only
     shrink, so every candidate before this one still fails: it stays first
-    while it fits. Losing options is monotone in the number claimed, so the
-    last number that keeps them all is found by bisection.
+    while it fits. Both bounds are the capacity rule's closed form: it fits
+    ``how_many`` times in all; a provider that gives ``x`` of a class in it
+    stays an option of a slot that wants ``a`` of that class for ``how_many(x)``
+    more claims on top of ``a`` (``plus(a)``), and the first claim is made
+    whatever follows.
     """
-    fits_again = min(usage.provider(rp).inventories[rc].how_many(amount)
-                     for rp, by_rc in candidate.allocations.items()
-                     for rc, amount in by_rc.items())
-    touched = [(slot_index, rp) for slot_index, slot in enumerate(slots)
-               for rp in slot.options if rp in candidate.allocations and fits_of[slot_index]]
-
-    def keeps_options(claimed: int) -> bool:
-        shadows = {rp: usage.with_more(rp, {rc: amount * claimed for rc, amount in by_rc.items()})
-                   for rp, by_rc in candidate.allocations.items()}
-        return all(fit.passes(shadows[rp]) for slot_index, rp in touched
-                   for fit in fits_of[slot_index])
-
-    low, high = 0, fits_again - 1  # the first is claimed at 0 more; keeps_options(0) holds
-    while low < high:
-        middle = (low + high + 1) // 2
-        if keeps_options(middle):
-            low = middle
-        else:
-            high = middle - 1
-    return low + 1 if fits_again > 0 else 0
+    allocations = candidate.allocations
+    times = min(usage.provider(rp).inventories[rc].how_many(x)
+                for rp, by_rc in allocations.items() for rc, x in by_rc.items())
+    for slot in slots:
+        for rp in slot.options:
+            taken = allocations.get(rp)
+            if taken is None:
+                continue
+            records = usage.provider(rp).inventories
+            for rc, amount in slot.amounts:
+                x = taken.get(rc)
+                if x:
+                    times = min(times, 1 + records[rc].plus(amount).how_many(x))
+    return times
 
 
 def _landing(anchor: int, candidate: Candidate) -> int:
