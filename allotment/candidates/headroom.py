@@ -61,6 +61,7 @@ model before it walks, so the worker's other requests go on meanwhile.
 
 from __future__ import annotations
 
+import heapq
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -140,7 +141,8 @@ class Headroom:
     """The answer: how many fit in all, per root, per aggregate, on added hosts."""
 
     total: int
-    # Roots that take at least one, most first (then by name).
+    # Roots that take at least one, most first (then by name); the first
+    # ``limit`` of them when the request has a limit (``total`` counts all).
     roots: list[RootCount]
     # aggregate uuid (as the request names it) -> count; None without member_of.
     aggregates: dict[str, int] | None = None
@@ -151,13 +153,13 @@ class Headroom:
     # Trees whose count stopped at ``MAX_ROUNDS`` walks.
     capped: int = 0
 
-    def as_dict(self, roots_limit: int | None = None) -> dict[str, Any]:
-        """The body of GET /headroom (``roots_limit``: the first roots only)."""
+    def as_dict(self) -> dict[str, Any]:
+        """The body of GET /headroom."""
         body: dict[str, Any] = {
             "total": self.total,
             "optimal": self.optimal,
             "roots": [{"uuid": r.uuid, "name": r.name, "count": r.consumers}
-                      for r in self.roots[:roots_limit]],
+                      for r in self.roots],
         }
         if self.aggregates is not None:
             body["aggregates"] = self.aggregates
@@ -183,7 +185,6 @@ class Usage:
 
     def __init__(self, providers: Mapping[int, Provider]) -> None:
         self.providers = providers
-        self.taken: dict[int, dict[int, int]] = {}
         self._shadows: dict[int, Provider] = {}
 
     def provider(self, rp: int) -> Provider:
@@ -200,12 +201,10 @@ class Usage:
                         provider.root, records, provider.traits, provider.aggregates)
 
     def take(self, candidate: Candidate, times: int) -> None:
+        """Claim ``candidate`` ``times`` times over."""
         for rp, by_rc in candidate.allocations.items():
-            more = {rc: amount * times for rc, amount in by_rc.items()}
-            self._shadows[rp] = self.with_more(rp, more)
-            taken = self.taken.setdefault(rp, {})
-            for rc, amount in more.items():
-                taken[rc] = taken.get(rc, 0) + amount
+            self._shadows[rp] = self.with_more(
+                rp, {rc: amount * times for rc, amount in by_rc.items()})
 
 
 # --- counting --------------------------------------------------------------------
@@ -284,9 +283,12 @@ def count(state: State, request: CandidateRequest, what_if: WhatIf | None = None
         tally = _pack(state, source, request, prepared, excluded, wanted, budget, release)
         optimal = optimal and tally.optimal
     providers = tally.providers
-    # Most first, then by name (unique; the id orders a nameless one).
-    order = sorted((-n, providers[root].name or "", root)
-                   for root, n in tally.by_root.items() if n > 0)
+    # Most first, then by name (unique; the id orders a nameless one); ``limit``
+    # of them when the request has one.
+    keyed = [(-n, providers[root].name or "", root) for root, n in tally.by_root.items() if n]
+    limit = request.limit
+    order = heapq.nsmallest(limit, keyed) if limit is not None and limit < len(keyed) \
+        else sorted(keyed)
     roots = [RootCount(providers[root].uuid, providers[root].name, -negative)
              for negative, _, root in order]
     total = min(tally.total + sum(a.total for a in added), capacity.MAX_TOTAL)

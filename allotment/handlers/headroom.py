@@ -154,4 +154,4 @@ class Headroom(Resource):
                 self.services.candidate_budget(client_gone(req)) as budget:
             found = headroom.answer(self.db, self.services.read_model, request, what_if,
                                     budget=budget)
-        render.json_response(req, resp, found.as_dict(request.limit))
+        render.json_response(req, resp, found.as_dict())
