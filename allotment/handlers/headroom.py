@@ -123,7 +123,12 @@ def _with_what_if(query: Schema) -> Schema:
                              "inventories (no traits, no aggregates) were added. "
                              "Repeatable."},
     }
-    return {**query, "properties": {**query.get("properties", {}), **own}}
+    properties = {**query.get("properties", {}), **own}
+    if "limit" in properties:
+        properties["limit"] = {**properties["limit"],
+                               "description": "The most roots listed (most room first); "
+                                              "the total counts them all."}
+    return {**query, "properties": properties}
 
 
 class Headroom(Resource):
