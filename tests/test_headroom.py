@@ -21,7 +21,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from allotment.candidates import headroom as domain
-from allotment.candidates.budget import Slots
+from allotment.candidates.budget import Budget, Slots
+from allotment.ledger.errors import CandidatesTooSlow
 from allotment.wsgi import make_app
 from tests.conftest import make_conf
 from tests.support.candidates_cloud import SHARES, Cloud
@@ -419,6 +420,20 @@ def test_a_large_count_is_refused_while_the_slots_are_taken(small_budget_app, cl
     # A small count needs no slot.
     small = PlacementClient(small_budget_app).get(f"{PATH}?resources=VCPU:4", version="1.39")
     assert small.status == 200 and small.json()["total"] == 3, small
+
+
+def test_a_count_out_of_time_says_to_narrow_it(client, monkeypatch):
+    wide_pool(client)
+    monkeypatch.setattr("allotment.candidates.budget._STEPS_BETWEEN_CHECKS", 1)
+
+    def out_of_time(self: Budget) -> None:
+        raise CandidatesTooSlow(self.limits.time_limit)
+
+    monkeypatch.setattr(Budget, "check", out_of_time)
+    resp = client.get(f"{PATH}?resources=VCPU:1,DISK_GB:10", version="1.39")
+    assert resp.status == 400, resp
+    assert resp.error_code == "placement.query.bad_value"
+    assert "This headroom count could not be finished within 20 seconds" in resp.detail
 
 
 # --- on random small clouds ------------------------------------------------------------

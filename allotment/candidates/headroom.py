@@ -15,10 +15,10 @@ an overlay of usage (``Usage``); the state is never changed:
 
 * **single** layout (one request group; no nested or sharing provider holds a
   requested class): every candidate is one provider, found by the source with
-  the rule book as the engine finds it (``Source.single_providers``), and
-  providers do not share anything, so the count per provider is the capacity
-  rule's closed form (``rules.Fits.times``: ``capacity.how_many`` per class,
-  the least of them). Exact, and the most that can fit (``optimal``).
+  the rule book as the engine finds it (``Source.single_holders``, then room),
+  and providers share nothing, so the count per provider is the capacity
+  rule's closed form (``rules.Fits.times_each``: ``capacity.how_many`` per
+  class, the least of them). Exact, and the most that can fit (``optimal``).
 * **spread** layout (everything else): the engine lays the search out once
   (``engine.plan``: slots, options per anchor tree, the rules between
   providers and groups). Then per anchor tree, in order: narrow every slot's
@@ -26,15 +26,15 @@ an overlay of usage (``Usage``); the state is never changed:
   the overlay, walk the tree for its first candidate (``search.tree_candidates``,
   the engine's walk, with ``room`` from the overlay), claim it on the overlay,
   again until the tree has no candidate. A candidate is claimed as many times
-  in a row as it stays the walk's first: while it fits (``capacity.how_many``
-  on its amounts) and no slot loses an option (the walk's order is then the
-  same, and it is the first candidate that still fits); that is found by
-  bisection, so a tree costs one walk per change of its options, not one per
-  consumer. Sharing providers serve several trees: what a tree takes from one
-  is taken for the trees after it (the overlay is global), which is why the
-  trees go in the engine's order. Greedy: a different choice of candidates can
-  sometimes fit more (``optimal`` is then False); never fewer than counted, as
-  the scheduler above places exactly that many.
+  in a row as it stays the walk's first: while it fits and no slot loses an
+  option (the walk's order is then the same, and it is the first candidate
+  that still fits), both bounds by ``capacity.how_many``; so a tree costs one
+  walk per change of its options, not one per consumer. Sharing providers
+  serve several trees: what a tree takes from one is taken for the trees
+  after it (the overlay is global), which is why the trees go in the engine's
+  order. Greedy: a different choice of candidates can sometimes fit more
+  (``optimal`` is then False); at least the count fits, as the scheduler above
+  places exactly that many.
 
 What-if (``WhatIf``), answered for the imagined cloud without writing
 anything: ``exclude_roots`` takes whole trees out (their providers, sharing
