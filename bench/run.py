@@ -31,7 +31,7 @@ from loader import Loader, count_providers
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 SCENARIOS = ("perfload", "claims", "nested", "wide", "loop", "loopnested", "bug2126751",
-             "explain")
+             "explain", "headroom")
 
 
 def _ints(text: str) -> list[int]:

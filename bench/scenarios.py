@@ -11,6 +11,10 @@
    hosts; six ``resourcesN=VGPU:1`` groups, group_policy=none, with and without limit;
    then one group more than a wide root has devices (no candidates).
 
+allotment's own endpoints, on allotment servers only: explain (GET
+/explain/allocation_candidates) and headroom (GET /headroom, on the perfload
+and nested clouds).
+
 The scheduler loop (loop, loopnested) and upstream's bug 2126751 are in scheduler.py.
 
 Each workload's providers carry names (and uuids derived from them) of their own, so
@@ -116,10 +120,10 @@ class Group:
         if session.restart is not None:
             session.restart()
 
-    def candidates(self, session: Session, path: str) -> tuple[list[dict] | None,
-                                                              Reply | None]:
-        """One GET of ``path``: its allocation requests (None unless 200) and the reply
-        (None on timeout)."""
+    def candidates(self, session: Session, path: str, listed: str = "allocation_requests"
+                   ) -> tuple[list[dict] | None, Reply | None]:
+        """One GET of ``path``: its allocation requests (or the list under ``listed``;
+        None unless 200) and the reply (None on timeout)."""
         try:
             reply = session.client.get(path, timeout=self.settings.timeout)
         except RequestTimeout:
@@ -127,18 +131,20 @@ class Group:
         if reply.status != 200:
             print(f"    {session.impl}: GET {path[:70]}...: {reply.describe()}", flush=True)
             return None, reply
-        return reply.json()["allocation_requests"], reply
+        return reply.json()[listed], reply
 
     def measure_query(self, label: str, query: str, throughput: bool,
-                      endpoint: str = "/allocation_candidates") -> dict[str, list[dict] | None]:
-        """Probe, then time ``GET endpoint?query`` alone and under load."""
+                      endpoint: str = "/allocation_candidates",
+                      listed: str = "allocation_requests") -> dict[str, list[dict] | None]:
+        """Probe, then time ``GET endpoint?query`` alone and under load (``listed``:
+        the key of the answer's list, counted in the report)."""
         s = self.settings
         path = f"{endpoint}?{query}"
         found: dict[str, list[dict] | None] = {}
         latency: dict[str, measure.Timing] = {}
         active: list[Session] = []
         for session in self.sessions:
-            found[session.impl], first = self.candidates(session, path)
+            found[session.impl], first = self.candidates(session, path, listed)
             timing = latency[session.impl] = measure.Timing()
             if first is None:
                 timing.timed_out = s.timeout
@@ -332,6 +338,66 @@ class Explain(Scenario):
                                 endpoint="/explain/allocation_candidates")
 
 
+class Headroom(Scenario):
+    """GET /headroom on the perfload cloud (allotment's own endpoint, as explain):
+    every host counted by the capacity rule's closed form (the single path)."""
+
+    ours_only = True
+    TEMPLATE = "100xVCPU:64*4,MEMORY_MB:262144,DISK_GB:4000"
+    LARGE = "resources=VCPU:4,MEMORY_MB:8192,DISK_GB:80"
+
+    def __init__(self, providers: int) -> None:
+        self.cloud = Perfload(providers, with_claims=False)
+        self.name = f"headroom-{providers}"
+        self.title = f"headroom, {providers} compute nodes"
+
+    def trees(self) -> list[Provider]:
+        return self.cloud.trees()
+
+    def run(self, group: Group) -> None:
+        drained = ",".join(root.uuid for root in self.trees()[:100])
+        queries = [
+            ("m1.large: every host counted and listed", self.LARGE),
+            ("m1.large, limit=10 (the total of all, 10 roots listed)",
+             f"{self.LARGE}&limit=10"),
+            ("perfload query (a trait and an aggregate leave out 2/3 of the hosts)",
+             PERFLOAD_QUERY.format(aggregate=self.cloud.aggregate)),
+            (f"m1.large, what-if: 100 hosts drained, add={self.TEMPLATE}",
+             f"{self.LARGE}&exclude_roots={drained}&add={self.TEMPLATE}"),
+        ]
+        _measure_headroom(group, queries)
+
+
+class NestedHeadroom(Scenario):
+    """GET /headroom on nested's cloud: the spread path (the engine's first
+    candidate claimed on an overlay, tree after tree)."""
+
+    ours_only = True
+
+    def __init__(self, hosts: int) -> None:
+        self.cloud = Nested(hosts)
+        self.name = f"headroom-nested-{hosts}"
+        self.title = f"headroom, nested, {hosts} compute nodes x (2 NUMA + 4 devices)"
+
+    def trees(self) -> list[Provider]:
+        return self.cloud.trees()
+
+    def run(self, group: Group) -> None:
+        queries = [*Nested.QUERIES,
+                   ("unsuffixed over each tree", "resources=VCPU:2,MEMORY_MB:2048,DISK_GB:10")]
+        _measure_headroom(group, queries)
+
+
+def _measure_headroom(group: Group, queries: list[tuple[str, str]]) -> None:
+    for label, query in queries:
+        for session in group.sessions:
+            found, reply = group.candidates(session, f"/headroom?{query}", listed="total")
+            if reply is not None and reply.status == 200:
+                print(f"    {session.impl}: {label}: total {found}", flush=True)
+        group.measure_query(label, query, throughput=False, endpoint="/headroom",
+                            listed="roots")
+
+
 class Nested(Scenario):
     FPGA_UNITS = 2  # per NUMA node; the scheduler loop's variant has more
     QUERIES = (
@@ -455,6 +521,9 @@ def build(settings: Settings, only: set[str]) -> list[Scenario]:
             scenarios.append(Perfload(size, with_claims=i == 0 and "claims" in only))
     if "explain" in only:
         scenarios += [Explain(size) for size in settings.providers]
+    if "headroom" in only:
+        scenarios += [Headroom(size) for size in settings.providers]
+        scenarios.append(NestedHeadroom(settings.nested_hosts))
     if "nested" in only:
         scenarios.append(Nested(settings.nested_hosts))
     if "wide" in only:

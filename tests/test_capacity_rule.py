@@ -98,3 +98,27 @@ def test_python_and_sql_agree_on_what_is_over_capacity(database):
     assert found == expected
     # Some records are over (12 used, negative capacities), some are not (nothing used).
     assert expected and len(expected) < len(GRID)
+
+
+def test_how_many_is_fits_one_after_another():
+    """``how_many`` counts what ``fits`` takes when allocations of one amount are
+    made one after another, each on top of the ones before (``plus``)."""
+    counted = set()
+    for total, reserved, ratio, min_unit, max_unit, step, used in GRID:
+        record = capacity.with_usage(total, reserved, min_unit, max_unit, step, ratio, used)
+        for amount in AMOUNTS:
+            placed, now = 0, record
+            while now.fits(amount):
+                placed, now = placed + 1, now.plus(amount)
+            assert record.how_many(amount) == placed, (record, amount)
+            assert now.used == used + placed * amount
+            counted.add(placed)
+    assert {0, 1} < counted and max(counted) > 5
+
+
+def test_how_many_each_is_how_many_record_by_record():
+    records = [capacity.with_usage(total, reserved, min_unit, max_unit, step, ratio, used)
+               for total, reserved, ratio, min_unit, max_unit, step, used in GRID]
+    for amount in AMOUNTS:
+        assert capacity.how_many_each(amount, records) == [
+            record.how_many(amount) for record in records], amount

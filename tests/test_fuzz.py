@@ -455,6 +455,8 @@ QUERY_SLOTS: dict[str, list[Slot]] = {
     "group_policy": [Slot("string", "no{}ne")],
     "limit": [Slot("integer", "{}")],
     "explain_limit": [Slot("integer", "{}")],
+    "exclude_roots": [Slot("string", _within(RP))],
+    "add": [Slot("integer", "2xVCPU:{}"), Slot("string", "2xVC{}PU:8*2.0")],
     "associated": [Slot("string", "tr{}ue")],
     "project_id": [Slot("string", "pr{}oj")],
     "user_id": [Slot("string", "us{}er")],
@@ -472,11 +474,12 @@ GRANULAR_SLOTS: dict[str, list[Slot]] = {
     "member_of1": [Slot("string", "in:" + _within(AGG), _GROUP_1)],
     "in_tree1": [Slot("string", _within(RP), _GROUP_1)],
 }
-GRANULAR_AT = ("/allocation_candidates", "/explain/allocation_candidates")
+GRANULAR_AT = ("/allocation_candidates", "/explain/allocation_candidates", "/headroom")
 # The query an operation needs to do any work.
 BASE_QUERIES: dict[str, tuple[tuple[str, str], ...]] = {
     "/allocation_candidates": (("resources", "VCPU:1"),),
     "/explain/allocation_candidates": (("resources", "VCPU:1"),),
+    "/headroom": (("resources", "VCPU:1"),),
     "/usages": (("project_id", "proj"),),
 }
 # Path parameters as the seed names them.

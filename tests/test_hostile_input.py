@@ -324,6 +324,8 @@ def test_a_huge_limit_means_no_limit(client, limit) -> None:
         resp = client.get(path, version=LATEST)
         assert resp.status == 200, (path, resp)
         assert len(resp.json()["allocation_requests"]) >= 1, (path, resp)
+    resp = client.get(f"/headroom?resources=VCPU:1&limit={limit}", version=LATEST)
+    assert resp.status == 200 and len(resp.json()["roots"]) == 1, resp
     _reads_answer(client, rp)
 
 

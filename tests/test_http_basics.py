@@ -91,6 +91,7 @@ XML = {"Accept": "application/xml"}
     ("/usages?project_id=p", "1.8", "1.9"),
     ("/allocation_candidates?resources=VCPU:1", "1.9", "1.10"),
     ("/explain/allocation_candidates?resources=VCPU:1", "1.9", "1.10"),
+    ("/headroom?resources=VCPU:1", "1.9", "1.10"),
     ("/resource_providers/{rp}/traits", "1.5", "1.6"),
 ])
 def test_a_get_before_its_microversion_is_404_whatever_accept_says(client, path, before,

@@ -46,15 +46,19 @@ LAYERS: list[tuple[str, str]] = [
     *[("allotment.handlers", upper)
       for upper in ("allotment.wsgi", "allotment.server", "allotment.cli")],
     # Within the candidates: the state, the values and the search below the engine
-    # that asks them, explain above it (it runs the engine, never the reverse).
+    # that asks them, explain and headroom above it (they run the engine, never the
+    # reverse).
     *[(lower, upper)
       for lower in ("allotment.candidates.model", "allotment.candidates.search",
                     "allotment.candidates.resolved", "allotment.candidates.request",
                     "allotment.candidates.budget", "allotment.candidates.feed")
       for upper in ("allotment.candidates.sources", "allotment.candidates.engine",
-                    "allotment.candidates.explain")],
+                    "allotment.candidates.explain", "allotment.candidates.headroom")],
     ("allotment.candidates.sources", "allotment.candidates.engine"),
     ("allotment.candidates.engine", "allotment.candidates.explain"),
+    ("allotment.candidates.engine", "allotment.candidates.headroom"),
+    ("allotment.candidates.explain", "allotment.candidates.headroom"),
+    ("allotment.candidates.headroom", "allotment.candidates.explain"),
 ]
 
 

@@ -259,6 +259,7 @@ def run_scenario(c: Checker) -> None:
         c.call("GET", "/explain/allocation_candidates", query="resources=VCPU:100000",
                expect=200)
         c.call("GET", "/allocation_candidates", query="resources=NOPE:1", expect=400)
+        headroom_scenario(c)
     if m >= 30:
         shown = c.call("GET", "/allocations/{consumer_uuid}", consumer_uuid=CONSUMER).json()
         inventory = c.call("GET", "/resource_providers/{uuid}/inventories", uuid=RP).json()
@@ -312,6 +313,16 @@ def run_scenario(c: Checker) -> None:
     if m >= 14:
         c.call("DELETE", "/resource_providers/{uuid}", uuid=CHILD, expect=204)
     c.call("DELETE", "/resource_providers/{uuid}", uuid=RP, expect=204)
+
+
+def headroom_scenario(c: Checker) -> None:
+    """GET /headroom (allotment's own) with its what-if and member_of's aggregates."""
+    c.call("GET", "/headroom", query="resources=VCPU:1", expect=200)
+    c.call("GET", "/headroom", query=f"resources=VCPU:1&exclude_roots={RP}"
+           "&add=2xVCPU:8*2.0,MEMORY_MB:4096", expect=200)
+    c.call("GET", "/headroom", query="resources=VCPU:1&add=2xNOPE:1", expect=400)
+    if c.minor >= 21:
+        c.call("GET", "/headroom", query=f"resources=VCPU:1&member_of={AGG}", expect=200)
 
 
 def dashboard_scenario(c: Checker) -> None:

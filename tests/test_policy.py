@@ -408,15 +408,16 @@ def test_every_rule_is_in_the_table():
 
 def test_handlers_check_the_rules_policy_documents():
     """The rule each handler declares (``operations``) is the one ``API_RULES``
-    lists for that method and URI; explain (allotment's own URI, not in the
-    documented operations) checks the candidates' rule."""
+    lists for that method and URI; explain and headroom (allotment's own URIs, not
+    in the documented operations) check the candidates' rule."""
     declared = {(method, template): op.rule for template, resource in ROUTES
                 for method, op in resource.operations.items() if op.rule is not None}
     documented = {(method, path): rule.name for rule in API_RULES
                   for method, path in rule.operations}
     assert {key: declared.get(key) for key in documented} == documented
     assert {key: rule for key, rule in declared.items() if key not in documented} == {
-        ("GET", "/explain/allocation_candidates"): "placement:allocation_candidates:list"}
+        ("GET", "/explain/allocation_candidates"): "placement:allocation_candidates:list",
+        ("GET", "/headroom"): "placement:allocation_candidates:list"}
 
 
 def test_registered_defaults_are_upstreams():

@@ -382,3 +382,21 @@ def test_a_snapshot_leaves_its_pooled_connection_read_committed(database):
             assert conn.get_isolation_level() == "READ COMMITTED"
     finally:
         db.engine.dispose()
+
+
+def test_a_provider_deleted_and_made_again_under_its_uuid_is_found_by_it(client, database):
+    """Both changes read in one poll: the new row keeps the uuid, whichever row the
+    model reads first (the old one's id is gone, the new one's is another on
+    PostgreSQL and MariaDB)."""
+    providers, model, _ = _model_answering(client, database, "resources=VCPU:1")
+    for uuid in (providers[0], providers[2]):
+        assert client.delete(f"/resource_providers/{uuid}").status == 204
+        again = client.create_provider(f"again-{uuid}", uuid=uuid)
+        resp = client.put(f"/resource_providers/{uuid}/inventories", {
+            "resource_provider_generation": again["generation"],
+            "inventories": {"VCPU": {"total": 2}}})
+        assert resp.status == 200, resp
+        query = f"resources=VCPU:1&in_tree={uuid}"
+        found = _answer(database, model, query)
+        assert list(found["provider_summaries"]) == [uuid]
+        assert found == _answer(database, None, query)

@@ -138,30 +138,16 @@ def _find(source: Source, request: CandidateRequest, settings: Settings,
           rng: random.Random | None, budget: Budget,
           release: Callable[[], None] | None) -> tuple[str, Result]:
     """``find``, and which path it took."""
-    names = source.resolve(request)
-    class_names = {rc_id: name for name, rc_id in names.classes.items()}
-    if resolved.refuse_unknown(request, names, _UpstreamStops(source, request, budget)):
-        LOG.debug("candidates: upstream finds nothing before it meets the unknown name: "
-                  "no candidates")
+    prepared = prepare(source, request, budget)
+    class_names = prepared.class_names
+    if not prepared.possible:
         return "none", Result(class_names=class_names)
-    groups = [resolved.group_ids(group, names) for group in request.groups]
-    for group, spec in zip(groups, request.groups, strict=True):
-        LOG.debug("candidates: %s", spec.describe())
-        if not group.possible:
-            LOG.debug("group '%s' names an unknown aggregate or in_tree provider: "
-                      "no candidates", group.suffix)
-            return "none", Result(class_names=class_names)
-        if not group.selects:
-            LOG.debug("resourceless group '%s' has nothing to select by: no candidates",
-                      group.suffix)
-            return "none", Result(class_names=class_names)
-    roots = resolved.Roots(required=tuple(sorted(names.traits[n] for n in request.root_required)),
-                        forbidden=tuple(sorted(names.traits[n] for n in request.root_forbidden)))
+    names, groups, roots = prepared.names, prepared.groups, prepared.roots
     rng = (rng or random.Random()) if settings.randomize else None
     layout = names.layout
     summary_of = None
     tail: Summaries = source
-    if len(groups) == 1 and not layout.spread_possible:
+    if prepared.single:
         path = "single" if rng is None else "single_random"
         candidates, summary_of = _single(source, groups[0], request, settings, rng, roots)
         budget.spend(len(candidates))
@@ -194,6 +180,50 @@ def _find(source: Source, request: CandidateRequest, settings: Settings,
         uuids.update(tail.provider_uuids(named - uuids.keys()))
     return path, Result(candidates=candidates, summaries=summary_of,
                         class_names=class_names, uuids=uuids)
+
+
+@dataclass
+class Prepared:
+    """A request as ids, checked before any search (``prepare``)."""
+
+    names: resolved.NameIds
+    class_names: dict[int, str]
+    groups: list[GroupIds] = field(default_factory=list)
+    roots: resolved.Roots = field(default_factory=resolved.Roots)
+    # False when nothing can match: the answer is no candidates.
+    possible: bool = True
+
+    @property
+    def single(self) -> bool:
+        """Every candidate is one provider (the **single** path)."""
+        return len(self.groups) == 1 and not self.names.layout.spread_possible
+
+
+def prepare(source: Source, request: CandidateRequest, budget: Budget) -> Prepared:
+    """Names to ids, and the checks before any search: an unknown name raises
+    where upstream meets it (``resolved.refuse_unknown``), and a group that can
+    match nothing makes the request impossible (``possible`` False)."""
+    names = source.resolve(request)
+    class_names = {rc_id: name for name, rc_id in names.classes.items()}
+    if resolved.refuse_unknown(request, names, _UpstreamStops(source, request, budget)):
+        LOG.debug("candidates: upstream finds nothing before it meets the unknown name: "
+                  "no candidates")
+        return Prepared(names, class_names, possible=False)
+    groups = [resolved.group_ids(group, names) for group in request.groups]
+    for group, spec in zip(groups, request.groups, strict=True):
+        LOG.debug("candidates: %s", spec.describe())
+        if not group.possible:
+            LOG.debug("group '%s' names an unknown aggregate or in_tree provider: "
+                      "no candidates", group.suffix)
+            return Prepared(names, class_names, possible=False)
+        if not group.selects:
+            LOG.debug("resourceless group '%s' has nothing to select by: no candidates",
+                      group.suffix)
+            return Prepared(names, class_names, possible=False)
+    roots = resolved.Roots(required=tuple(sorted(names.traits[n] for n in request.root_required)),
+                           forbidden=tuple(sorted(names.traits[n]
+                                                  for n in request.root_forbidden)))
+    return Prepared(names, class_names, groups, roots)
 
 
 class _UpstreamStops:
@@ -292,12 +322,45 @@ def _sort_rows(groups: list[GroupIds], rows: list[MatchRow]) -> _Matches:
     return _Matches(parts, by_part, facts, room)
 
 
-def _spread(source: Source, groups: list[GroupIds], request: CandidateRequest,
-            settings: Settings, rng: random.Random | None, names: resolved.NameIds,
-            roots: resolved.Roots, budget: Budget, release: Callable[[], None] | None
-            ) -> tuple[list[Candidate], Summaries]:
-    """The candidates, and the source to read their summaries from (``source``,
-    or a copy of the summaries it may need when it was let go of)."""
+@dataclass
+class Plan:
+    """A spread search laid out, before any tree is walked (``plan``).
+
+    One slot per choice (a granular group; a class of the unsuffixed group),
+    each slot's options under each anchor tree (provider ids in id order,
+    every one able to serve the slot alone at the state's usage), the anchor
+    trees that have an option for every slot (in id order) and the rules
+    between providers and groups the walk keeps.
+    """
+
+    slots: list[Slot]
+    options: list[dict[int, list[int]]]
+    order: list[int]
+    rules: Rules
+    facts: dict[int, _Facts]
+    # Some sharing provider serves trees other than its own.
+    has_sharing: bool = False
+
+    def tree(self, anchor: int, shuffle: random.Random | None = None
+             ) -> tuple[list[Slot], bool]:
+        """The slots of one anchor tree with their options, and whether any option
+        is a provider of that tree (False: only sharing providers from elsewhere)."""
+        facts = self.facts
+        tree_slots = []
+        local = False
+        for slot, by_anchor in zip(self.slots, self.options, strict=True):
+            choices = by_anchor[anchor]
+            if shuffle is not None:
+                choices = shuffle.sample(choices, len(choices))
+            local = local or any(facts[rp].root == anchor for rp in choices)
+            tree_slots.append(Slot(slot.suffix, slot.amounts, tuple(choices), slot.granular))
+        return tree_slots, local
+
+
+def plan(source: Source, groups: list[GroupIds], request: CandidateRequest,
+         names: resolved.NameIds, roots: resolved.Roots) -> Plan | None:
+    """The spread search for ``groups`` laid out on the source's state; None when
+    no tree can serve them."""
     unsuffixed = next((g for g in groups if not g.same_provider), None)
     unsuffixed_traits = sorted({trait for s in unsuffixed.required for trait in s}) \
         if unsuffixed else []
@@ -307,12 +370,12 @@ def _spread(source: Source, groups: list[GroupIds], request: CandidateRequest,
         LOG.debug("group '%s' class %s: %d providers have room and pass the filters",
                   groups[index].suffix, rc, len(rps))
         if not rps:
-            return [], source
+            return None
     facts = matches.facts
 
     serving = _serving_alone(groups, matches)
     if serving is None:
-        return [], source
+        return None
 
     # Which sharing providers may serve trees other than their own?
     sharing = {rp for rps in serving.values() for rp in rps if facts[rp].flags & SHARING}
@@ -329,16 +392,30 @@ def _spread(source: Source, groups: list[GroupIds], request: CandidateRequest,
     viable = set(options[0]).intersection(*options[1:])
     LOG.debug("%d trees have an option for every one of %d slots", len(viable), len(slots))
     if not viable:
+        return None
+    rules = _rules(source, request, unsuffixed, unsuffixed_traits, matches)
+    return Plan(slots, options, sorted(viable), rules, facts, bool(anchors))
+
+
+def _spread(source: Source, groups: list[GroupIds], request: CandidateRequest,
+            settings: Settings, rng: random.Random | None, names: resolved.NameIds,
+            roots: resolved.Roots, budget: Budget, release: Callable[[], None] | None
+            ) -> tuple[list[Candidate], Summaries]:
+    """The candidates, and the source to read their summaries from (``source``,
+    or a copy of the summaries it may need when it was let go of)."""
+    laid_out = plan(source, groups, request, names, roots)
+    if laid_out is None:
         return [], source
-    order = sorted(viable)
+    order = list(laid_out.order)
     # Random order before generating, so that a limit stays fair. With a cap
     # upstream samples from the first ``cap`` in the usual order: so do we.
     shuffle = rng if settings.max_candidates < 0 else None
     if shuffle is not None:
         shuffle.shuffle(order)
 
-    budget.admit(_entries_bound(order, options, len(slots), request, settings, budget))
-    rules = _rules(source, request, unsuffixed, unsuffixed_traits, matches)
+    budget.admit(_entries_bound(order, laid_out.options, len(laid_out.slots), request,
+                                settings, budget))
+    facts = laid_out.facts
     copied: Summaries = source
     if budget.holding and release is not None:
         # A large search: copy what the answer may show, then let the
@@ -348,14 +425,7 @@ def _spread(source: Source, groups: list[GroupIds], request: CandidateRequest,
     seen_foreign: set[tuple] = set()
 
     def make_tree(anchor: int) -> Iterator[Candidate]:
-        tree_slots = []
-        local = False
-        for slot, by_anchor in zip(slots, options, strict=True):
-            choices = by_anchor[anchor]
-            if shuffle is not None:
-                choices = shuffle.sample(choices, len(choices))
-            local = local or any(facts[rp].root == anchor for rp in choices)
-            tree_slots.append(Slot(slot.suffix, slot.amounts, tuple(choices), slot.granular))
+        tree_slots, local = laid_out.tree(anchor, shuffle)
         if not local:
             # Only sharing providers from elsewhere: the same offers as any
             # other tree they serve alike.
@@ -363,10 +433,10 @@ def _spread(source: Source, groups: list[GroupIds], request: CandidateRequest,
             if signature in seen_foreign:
                 return iter(())
             seen_foreign.add(signature)
-        return search.tree_candidates(tree_slots, rules, budget.step)
+        return search.tree_candidates(tree_slots, laid_out.rules, budget.step)
 
     generated = search.generate(order, make_tree, _breadth_first(request, settings, rng))
-    if anchors:
+    if laid_out.has_sharing:
         # Only sharing providers make one offer reachable from two trees.
         generated = search.unique(generated)
     return search.select(budget.metered(generated, _entry_count), request.limit,

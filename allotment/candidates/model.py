@@ -133,10 +133,17 @@ class State:
         self._set_inventories(provider, {})
         self._set_traits(provider, frozenset())
         self._set_aggregates(provider, frozenset())
-        self.by_uuid.pop(provider.uuid, None)
+        self._drop_uuid(provider)
         self._unlink(provider)
         self._summaries.pop(provider.id, None)
         del self.providers[provider.id]
+
+    def _drop_uuid(self, provider: Provider) -> None:
+        """Forget the provider's uuid, unless another provider has it now (one
+        deleted and made again under its uuid: both rows are read in one poll, in
+        either order)."""
+        if self.by_uuid.get(provider.uuid) == provider.id:
+            del self.by_uuid[provider.uuid]
 
     def _unlink(self, provider: Provider) -> None:
         self._tree_lists = None
@@ -157,7 +164,7 @@ class State:
         else:
             self._unlink(provider)
             if provider.uuid != uuid:
-                self.by_uuid.pop(provider.uuid, None)
+                self._drop_uuid(provider)
             provider.uuid, provider.name, provider.parent, provider.root = (
                 uuid, name, parent, root)
         self.by_uuid[uuid] = rp

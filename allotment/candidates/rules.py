@@ -19,7 +19,7 @@ The filter names are those explain reports (``explain.FILTERS``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -250,6 +250,18 @@ class Fits:
     def passes(self, provider: Provider) -> bool:
         inventory = provider.inventories.get(self.class_id)
         return inventory is not None and inventory.fits(self.amount)
+
+    def times(self, provider: Provider) -> int:
+        """How many allocations of the amount the provider takes one after
+        another (``capacity.how_many``; 0 without an inventory of the class)."""
+        inventory = provider.inventories.get(self.class_id)
+        return inventory.how_many(self.amount) if inventory is not None else 0
+
+    def times_each(self, holders: Sequence[Provider]) -> list[int]:
+        """``times`` of each of ``holders`` (providers with an inventory of the
+        class), in order (``capacity.how_many_each``)."""
+        rc = self.class_id
+        return capacity.how_many_each(self.amount, [p.inventories[rc] for p in holders])
 
     def why_not(self, provider: Provider) -> list[Refusal]:
         inventory = provider.inventories.get(self.class_id)

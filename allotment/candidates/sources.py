@@ -43,6 +43,8 @@ class Source(Protocol):
     def single_trees(self, group: GroupIds, roots: Roots, limit: int | None
                      ) -> dict[int, ProviderSummary]: ...
 
+    def single_holders(self, group: GroupIds, roots: Roots) -> list[Provider]: ...
+
     def single_providers(self, group: GroupIds, roots: Roots, limit: int | None,
                          rng: random.Random | None) -> list[tuple[int, int]]: ...
 
@@ -183,6 +185,16 @@ class ModelSource:
                     if limit is not None and len(found) >= limit:
                         break
         return found
+
+    def single_holders(self, group: GroupIds, roots: Roots) -> list[Provider]:
+        """The providers that hold every class of the group and pass all its rules
+        but capacity (traits, aggregates, in_tree, root_required), in id order:
+        the single path's candidates before room is judged (headroom judges how
+        much room)."""
+        root_ok = self._root_ok(roots)
+        providers = self.state.providers
+        found = [providers[rp] for rp in sorted(self._filtered(group))]
+        return found if root_ok is None else [p for p in found if root_ok(p)]
 
     def single_providers(self, group: GroupIds, roots: Roots, limit: int | None,
                          rng: random.Random | None) -> list[tuple[int, int]]:

@@ -68,6 +68,8 @@ REFUSALS: dict[type[ledger.LedgerError], tuple[int, str]] = {
     ledger.CandidatesTooSlow: (400, errors.QUERYPARAM_BAD_VALUE),
     ledger.CandidatesBusy: (503, errors.DEFAULT),
     ledger.ClientGone: (400, errors.DEFAULT),
+    # Headroom's what-if names what the cloud does not have.
+    ledger.BadWhatIf: (400, errors.QUERYPARAM_BAD_VALUE),
 }
 
 # Refusals that pass when retried: seconds for the Retry-After header.

@@ -7,7 +7,9 @@ the API shows it), and one allocation from it must lie within
 
 The rule is here twice, in the two languages that need it, side by side:
 ``fits`` (from ``capacity`` and ``amount_allowed``) and ``room`` in Python (the
-claim check, the read model, explain, the summaries) and ``usage``/``room_for``
+claim check, the read model, explain, the summaries; ``how_many``, what
+``fits`` takes one after another, for headroom, and ``how_many_each``, the
+same over many records at once) and ``usage``/``room_for``
 as SQL expressions (the candidate filter and the provider list's
 ``resources`` filter); likewise ``exceeds`` and ``exceeded``, a record holding
 more than its capacity (the audit). ``InventoryWithUsage`` is the record the Python side
@@ -30,6 +32,7 @@ An amount asked for above the bound fits nowhere (``requestable``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,6 +110,41 @@ def exceeds(used: int, capacity: int) -> bool:
     return used > 0 and used > capacity
 
 
+def how_many(amount: int, used: int, capacity: int, min_unit: int, max_unit: int,
+             step_size: int) -> int:
+    """How many allocations of ``amount``, made one after another, ``fits`` takes:
+    the largest ``n`` such that ``fits(amount, used + i * amount, ...)`` holds for
+    every ``i < n`` (what headroom counts on one provider).
+
+    ``fits`` holds for the ``i``-th exactly when the unit rules hold (they do not
+    depend on ``i``) and ``used + (i + 1) * amount <= capacity``: so ``n`` is
+    ``(capacity - used) // amount``, or 0 when that is negative or the unit rules
+    refuse the amount (``tests/test_capacity_rule.py`` checks it against ``fits``
+    step by step).
+    """
+    if amount < 1 or not amount_allowed(amount, min_unit, max_unit, step_size):
+        return 0
+    return max((capacity - used) // amount, 0)
+
+
+def how_many_each(amount: int, records: Iterable[InventoryWithUsage]) -> list[int]:
+    """``how_many`` of ``amount`` for each record, in order: the same numbers, the
+    unit rules judged again only when a record's differ from the previous one's
+    (headroom's pass over every provider of a cloud, where they seldom differ;
+    ``tests/test_capacity_rule.py`` checks it against ``how_many``)."""
+    found: list[int] = []
+    append = found.append
+    low = high = step = None
+    allowed = False
+    for record in records:
+        if record.step_size != step or record.min_unit != low or record.max_unit != high:
+            low, high, step = record.min_unit, record.max_unit, record.step_size
+            allowed = amount >= 1 and amount_allowed(amount, low, high, step)
+        free = record.capacity - record.used
+        append(free // amount if allowed and free > 0 else 0)
+    return found
+
+
 def room(used: int, capacity: int, max_unit: int) -> int:
     """The most one allocation may take: the free capacity, capped by
     ``max_unit`` (negative when the record is over capacity)."""
@@ -136,6 +174,17 @@ class InventoryWithUsage:
         """One more allocation of ``amount`` fits (``fits`` above)."""
         return fits(amount, self.used, self.capacity, self.min_unit, self.max_unit,
                     self.step_size)
+
+    def how_many(self, amount: int) -> int:
+        """How many allocations of ``amount`` fit one after another (``how_many`` above)."""
+        return how_many(amount, self.used, self.capacity, self.min_unit, self.max_unit,
+                        self.step_size)
+
+    def plus(self, more: int) -> InventoryWithUsage:
+        """The same record once ``more`` more is allocated from it."""
+        return InventoryWithUsage(self.total, self.reserved, self.min_unit, self.max_unit,
+                                  self.step_size, self.allocation_ratio, self.used + more,
+                                  self.capacity)
 
     @property
     def room(self) -> int:

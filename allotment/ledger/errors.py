@@ -288,6 +288,13 @@ class ClientGone(LedgerError):
         super().__init__("The client closed the connection before the answer was ready.")
 
 
+# --- headroom's what-if (``candidates.headroom``) ---------------------------------
+
+class BadWhatIf(LedgerError):
+    """``exclude_roots`` or ``add`` names what the cloud does not have (a provider,
+    a root, a resource class), or a capacity too large to count."""
+
+
 # --- the retry loop ------------------------------------------------------------
 
 class Race(Exception):

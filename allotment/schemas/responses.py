@@ -209,6 +209,25 @@ EXPLAIN_CANDIDATES = {
     "required": [*ALLOCATION_CANDIDATES.get("required", []), "explanation"],
 }
 
+# GET /headroom: how many more consumers of a candidates request fit (docs/headroom.md).
+_COUNTED: Schema = {"type": "integer", "minimum": 0}
+HEADROOM = obj({
+    "total": {**_COUNTED, "description": "Consumers that fit in all, added hosts included."},
+    "optimal": {"type": "boolean",
+                "description": "True when the total is the most that can fit; otherwise "
+                               "it is a greedy packing's (at least that many fit)."},
+    "roots": {"type": "array", "items": obj({"uuid": UUID, "name": {"type": ["string", "null"]},
+                                             "count": _COUNTED}),
+              "description": "Root providers that take at least one, most first "
+                             "(limit: the first ones only)."},
+}, {
+    "aggregates": mapping(_COUNTED, UUID),
+    "excluded_roots": {"type": "array", "items": UUID},
+    "added": {"type": "array", "items": obj({"template": STRING, "hosts": _COUNTED,
+                                             "each": _COUNTED, "total": _COUNTED})},
+    "capped": _COUNTED,
+})
+
 # GET /openapi.json: an OpenAPI document (checked against the 3.1 meta-schema in tests).
 OPENAPI: Schema = {"type": "object", "required": ["openapi", "info", "paths"]}
 
