@@ -5,6 +5,9 @@ by Playwright, so no browser is downloaded. A cloud of 361 providers (100
 trees of three, one of 61) is made over the API; each page is opened, its numbers compared with
 what the API answers, and a screenshot of it saved under
 ``$ALLOTMENT_TEST_ARTIFACTS`` (default ``test-artifacts/`` in the repository).
+The last tests change the cloud as they go: a consumer's timeline (two changes
+through the API, one in SQL behind allotment's back), a provider's recent
+changes, and the audit's finding of an inventory shrunk under its usage.
 Without chromium or Playwright the module is skipped on a developer's machine
 and fails in CI (``CI=true``), which must not pass without it.
 """
@@ -12,6 +15,7 @@ and fails in CI (``CI=true``), which must not pass without it.
 from __future__ import annotations
 
 import os
+import sqlite3
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -64,6 +68,7 @@ def artifacts() -> Path:
 class Cloud:
     url: str
     session: requests.Session
+    database: Path  # the server's SQLite file, for writes behind its back
     roots: dict[str, str] = field(default_factory=dict)  # name -> uuid
     consumers: dict[str, str] = field(default_factory=dict)
 
@@ -128,11 +133,11 @@ def _allocate(cloud: Cloud, number: int) -> None:
 
 @pytest.fixture(scope="module")
 def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
-    server = live.start(tmp_path_factory.mktemp("dashboard"),
-                        extra_conf="[allotment]\ndashboard = True\n")
+    workdir = tmp_path_factory.mktemp("dashboard")
+    server = live.start(workdir, extra_conf="[allotment]\ndashboard = True\n")
     session = requests.Session()
     session.headers.update(API)
-    made = Cloud(server.url, session)
+    made = Cloud(server.url, session, workdir / "placement.sqlite")
     try:
         made.write("PUT", "/traits/CUSTOM_FAST", None)
         with ThreadPoolExecutor(4) as pool:
@@ -153,9 +158,12 @@ def browser() -> Iterator[Browser]:
         launched.close()
 
 
-def _open(browser: Browser, cloud: Cloud, page_hash: str, token: str | None = "admin") -> Page:
-    """A new tab (its own sessionStorage), signed in with ``token`` unless None."""
-    context = browser.new_context(viewport={"width": 1280, "height": 860})
+def _open(browser: Browser, cloud: Cloud, page_hash: str, token: str | None = "admin",
+          roles: str | None = None) -> Page:
+    """A new tab (its own sessionStorage), signed in with ``token`` unless None;
+    ``roles``: noauth2's X-Roles on every request (a reader, say)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 860},
+                                  extra_http_headers={"X-Roles": roles} if roles else None)
     if token is not None:
         context.add_init_script(f"sessionStorage.setItem({TOKEN_KEY!r}, {token!r})")
     page = context.new_page()
@@ -390,4 +398,161 @@ def test_what_fits(browser, cloud):
         assert [(r["filter"], r["resource_class"]) for r in full] == [("capacity", "VCPU")]
         assert cloud.roots["host-078"] not in qualified
     _shot(page, "what-fits")
+    page.context.close()
+
+
+# -- history: a consumer's timeline, a provider's recent changes --------------------
+
+def _outside_write(cloud: Cloud, sql: str, params: tuple) -> None:
+    """A write in SQL, not through allotment: the history records it as ``outside``."""
+    db = sqlite3.connect(cloud.database, timeout=30)
+    try:
+        with db:
+            assert db.execute(sql, params).rowcount == 1
+    finally:
+        db.close()
+
+
+def _timeline(page: Page, selector: str = "#consumer-timeline") -> list[tuple]:
+    return [tuple(row) for row in page.locator(f"{selector} tbody tr").evaluate_all(
+        "rows => rows.map(r => [r.dataset.provider, r.dataset.rc, +r.dataset.before, "
+        "+r.dataset.after, r.dataset.writer, "
+        "r.querySelector('.badge').textContent])")]
+
+
+def _moved_consumer(cloud: Cloud) -> str:
+    """vm-moved: made on host-001, grown there, moved to host-005 (through the API), then
+    grown again in SQL. Made once; the timeline and the audit tests share it."""
+    if "vm-moved" in cloud.consumers:
+        return cloud.consumers["vm-moved"]
+    consumer = str(uuid.uuid4())
+    first, second = cloud.roots["host-001"], cloud.roots["host-005"]
+    owner = {"project_id": "project-t", "user_id": "user-t", "consumer_type": "INSTANCE"}
+    cloud.write("PUT", f"/allocations/{consumer}", {
+        "allocations": {first: {"resources": {"VCPU": 2, "MEMORY_MB": 2048}}},
+        "consumer_generation": None, **owner})
+    cloud.write("PUT", f"/allocations/{consumer}", {
+        "allocations": {first: {"resources": {"VCPU": 4, "MEMORY_MB": 2048}}},
+        "consumer_generation": 1, **owner})
+    resp = cloud.session.put(cloud.url + f"/allocations/{consumer}", json={
+        "allocations": {second: {"resources": {"VCPU": 4, "MEMORY_MB": 4096}}},
+        "consumer_generation": 2, **owner},
+        headers={"X-OpenStack-Request-ID": GLOBAL_REQUEST_ID})
+    assert resp.status_code == 204, resp.text
+    _outside_write(cloud, "UPDATE allocations SET used = 6 WHERE consumer_id = ? AND "
+                   "resource_provider_id = (SELECT id FROM resource_providers WHERE uuid = ?) "
+                   "AND used = 4", (consumer, second))
+    cloud.consumers["vm-moved"] = consumer
+    return consumer
+
+
+GLOBAL_REQUEST_ID = "req-0b7e2d3c-5a4f-4e8d-9c1b-2a3f4e5d6c7b"
+
+
+def test_consumer_timeline(browser, cloud):
+    consumer = _moved_consumer(cloud)
+    first, second = cloud.roots["host-001"], cloud.roots["host-005"]
+    api = cloud.get(f"/history/allocations?consumer_uuid={consumer}")
+    assert api["next_marker"] is None
+    page = _open(browser, cloud, "#consumer")
+    page.fill("#consumer-uuid", consumer)
+    page.press("#consumer-uuid", "Enter")
+    rows = page.locator("#consumer-timeline tbody tr")
+    expect(rows).to_have_count(len(api["entries"]))
+    # The entries the API gives, in its order (newest first), each with its writer.
+    shown = _timeline(page)
+    assert shown == [(e["resource_provider_uuid"], e["resource_class"], e["used_before"],
+                      e["used_after"], e["writer"], e["writer"]) for e in api["entries"]]
+    assert page.evaluate("location.hash") == f"#consumer?uuid={consumer}"
+    # And they are the right ones: newest first, the write in SQL (outside, no request
+    # id), the move, the growth on host-001, the claim. Within a change, by provider
+    # and class.
+    def change(rows: list[tuple]) -> list[tuple]:
+        return sorted(row[:5] for row in rows)
+    assert shown[0][:5] == (second, "VCPU", 4, 6, "outside")
+    moved = [row for row in shown[1:] if row[4] == "allotment"]
+    assert change(moved[:4]) == change([
+        (first, "MEMORY_MB", 2048, 0, "allotment"), (first, "VCPU", 4, 0, "allotment"),
+        (second, "MEMORY_MB", 0, 4096, "allotment"), (second, "VCPU", 0, 4, "allotment")])
+    grown = [row for row in moved[4:] if row[2] != row[3]]
+    assert grown[0][:5] == (first, "VCPU", 2, 4, "allotment")
+    assert change(moved[-2:]) == change([(first, "MEMORY_MB", 0, 2048, "allotment"),
+                                          (first, "VCPU", 0, 2, "allotment")])
+    outside = rows.first
+    expect(outside.locator(".badge")).to_have_class("badge writer-outside")
+    expect(outside.locator("td.ids")).to_have_text("—")
+    expect(outside.locator("td.change")).to_have_text("4 \u2192 6 +2")
+    expect(outside).to_contain_text("host-005")
+    # The move carries the caller's global request id.
+    expect(rows.nth(1).locator("td.ids")).to_contain_text(GLOBAL_REQUEST_ID)
+    expect(rows.nth(1).locator(".badge")).to_have_class("badge writer-allotment")
+    # What it holds now: the SQL write included.
+    expect(page.locator("#consumer-allocations tbody tr[data-rc='VCPU']")).to_have_attribute(
+        "data-used", "6")
+    _shot(page, "timeline")
+    # A provider of the timeline links to it: its tree, with its recent changes open.
+    outside.locator(f"a[data-uuid='{second}']").click()
+    focused = page.locator(f"#trees > .node.focus[data-uuid='{second}']")
+    expect(focused).to_be_visible()
+    assert page.evaluate("location.hash") == f"#providers?uuid={second}"
+    changes = focused.locator(":scope > .changes")
+    expect(changes).to_be_visible()
+    inventories = changes.locator(".recent-inventories tbody tr")
+    expect(inventories).to_have_count(3)  # VCPU, MEMORY_MB, DISK_GB created
+    for rc in ("VCPU", "MEMORY_MB", "DISK_GB"):
+        expect(inventories.locator(f"xpath=self::tr[@data-rc='{rc}']")).to_contain_text(
+            "created")
+    held = changes.locator(f".recent-allocations tbody tr[data-consumer='{consumer}']")
+    expect(held).to_have_count(3)  # the move's two, the write in SQL
+    _shot(page, "recent-changes")
+    # ... and its consumers link back to their timeline.
+    held.first.locator("a.consumer-link").click()
+    expect(page.locator("#consumer-timeline tbody tr")).to_have_count(len(api["entries"]))
+    assert page.evaluate("location.hash") == f"#consumer?uuid={consumer}"
+    page.context.close()
+
+
+def test_timeline_pages_back(browser, cloud):
+    """More changes than one request brings: "Older changes" asks for the next page."""
+    consumer = str(uuid.uuid4())
+    host = cloud.roots["host-007"]
+    owner = {"project_id": "project-t", "user_id": "user-t", "consumer_type": "INSTANCE"}
+    for generation in range(25):
+        cloud.write("PUT", f"/allocations/{consumer}", {
+            "allocations": {host: {"resources": {"VCPU": 1 + generation}}},
+            "consumer_generation": generation or None, **owner})
+    cloud.consumers["vm-busy"] = consumer
+    entries = cloud.get(f"/history/allocations?consumer_uuid={consumer}&limit=100")["entries"]
+    assert len(entries) == 25
+    page = _open(browser, cloud, f"#consumer?uuid={consumer}")
+    rows = page.locator("#consumer-timeline tbody tr")
+    expect(rows).to_have_count(20)
+    expect(page.locator("#consumer-timeline .info")).to_have_text(
+        "20 changes, older ones remain")
+    page.click("#consumer-timeline button.older")
+    expect(rows).to_have_count(25)
+    expect(page.locator("#consumer-timeline button.older")).to_be_hidden()
+    assert [row[2:4] for row in _timeline(page)] == [
+        (e["used_before"], e["used_after"]) for e in entries]
+    assert _timeline(page)[-1][2:4] == (0, 1)
+    page.context.close()
+
+
+def test_history_needs_admin(browser, cloud):
+    """A reader sees the dashboard, but the history is admin-only: the timeline and the
+    recent changes say so, and the rest of the page stands."""
+    consumer = _moved_consumer(cloud)
+    page = _open(browser, cloud, f"#consumer?uuid={consumer}", token="watcher:project-r",
+                 roles="reader")
+    expect(page.locator("#consumer-allocations tbody tr")).to_have_count(2)
+    refused = page.locator("#consumer-timeline .denied")
+    expect(refused).to_contain_text("Not allowed to read the consumer's timeline (403)")
+    expect(refused).to_contain_text("allotment:history:allocations")
+    expect(page.locator("#error")).to_be_hidden()
+    page.goto(f"{cloud.url}/dashboard#providers?uuid={cloud.roots['host-005']}")
+    changes = page.locator("#trees .node.focus > .changes")
+    expect(changes.locator(".denied")).to_have_count(2)
+    expect(changes.locator(".recent-inventories .denied")).to_contain_text(
+        "allotment:history:inventories")
+    assert page.errors == []  # type: ignore[attr-defined]
     page.context.close()
