@@ -114,6 +114,13 @@ def test_page_and_assets_need_no_token(dash):
     assert "http" not in page.text.split("<body", 1)[0].replace("http-equiv", "")
     script = dash.get("/dashboard/static/dashboard.js", token=None)
     assert script.status == 200 and script.headers["content-type"].startswith("text/javascript")
+    # The page's module imports the others; they are served the same way.
+    assert 'type="module"' in page.text
+    for module in ("common.js", "history.js"):
+        assert f'from "./{module}"' in script.text
+        served = dash.get(f"/dashboard/static/{module}", token=None)
+        assert served.status == 200, (module, served)
+        assert served.headers["content-type"].startswith("text/javascript")
     style = dash.get("/dashboard/static/dashboard.css", token=None)
     assert style.status == 200 and style.headers["content-type"].startswith("text/css")
     assert dash.get("/dashboard/static/dashboard.css", token=None,
