@@ -186,7 +186,12 @@ function historyList({id, path, params, rowOf, head, show, what, empty}) {
       names = await providerNames(show.provider
         ? data.entries.map((entry) => entry.resource_provider_uuid) : []);
     } catch (error) {
-      if (error instanceof ApiError && error.status === 401) throw error;
+      // The first page: the refusal in place of the table. A later one: the entries
+      // shown stay, and the button can try again.
+      if (tbody || (error instanceof ApiError && error.status === 401)) {
+        older.disabled = false;
+        throw error;
+      }
       box.replaceChildren(historyRefusal(error, what));
       return;
     }
@@ -461,7 +466,9 @@ pages.audit = async () => {
                 el("strong", {}, fmt(n)), ` ${kindLabel(kindName)}`);
     }));
   out.replaceChildren(cards, ...(groups.size ? groups.values()
-    : [el("p", {class: "empty", id: "audit-clean"}, "No findings: every check passed.")]));
+    : [el("p", {class: "empty", id: "audit-clean"}, kind
+      ? `No findings of this kind (${kindLabel(kind)}).`
+      : "No findings: every check passed.")]));
 };
 
 $("#audit-form").addEventListener("submit", (event) => {
