@@ -387,15 +387,17 @@ function findingView(finding, names, open) {
             providerRef(finding.resource_provider_uuid, names))] : null,
        finding.resource_class ? [el("dt", {}, "class"),
          el("dd", {}, el("span", {class: "chip"}, finding.resource_class))] : null,
-       evidence.map(([key, value]) => [el("dt", {}, key.replace(/_/g, " ")),
+       evidence.flatMap(([key, value]) => [el("dt", {}, key.replace(/_/g, " ")),
          el("dd", {class: "evidence", "data-key": key}, evidenceValue(key, value, names))])),
     changes ? el("details", {class: "finding-history", open: open},
       el("summary", {}, `History (${fmt(changes)} change${changes === 1 ? "" : "s"})`),
-      inventories.length ? historyTable(null, INVENTORY_HEAD({provider: true}),
-        historyRows(inventories, names, inventoryRow, {provider: true})) : null,
-      allocations.length ? historyTable(null, ALLOCATION_HEAD({consumer: true, provider: true}),
-        historyRows(allocations, names, allocationRow, {consumer: true, provider: true}))
-        : null) : null);
+      inventories.length ? [el("h4", {}, "Inventory changes"),
+        historyTable(null, INVENTORY_HEAD({provider: true}),
+                     historyRows(inventories, names, inventoryRow, {provider: true}))] : null,
+      allocations.length ? [el("h4", {}, "Allocation changes"),
+        historyTable(null, ALLOCATION_HEAD({consumer: true, provider: true}),
+                     historyRows(allocations, names, allocationRow,
+                                 {consumer: true, provider: true}))] : null) : null);
 }
 
 const audit = {kindsSeen: false};
