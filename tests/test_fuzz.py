@@ -466,6 +466,10 @@ QUERY_SLOTS: dict[str, list[Slot]] = {
     "resource_class": [Slot("string", "VC{}PU")],
     "uuids": [Slot("string", f"{RP},{_within(CHILD)}")],
     "kind": [Slot("string", "over_{}capacity")],
+    "consumer_uuid": [Slot("string", _within(CONSUMER))],
+    "resource_provider_uuid": [Slot("string", _within(RP))],
+    "since": [Slot("string", "2026{}-01-01")], "until": [Slot("string", "2026{}-01-01")],
+    "marker": [Slot("integer", "{}")],
 }
 # The numbered request groups, which the document describes once (as ``resources``...).
 GRANULAR_SLOTS: dict[str, list[Slot]] = {
