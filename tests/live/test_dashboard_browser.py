@@ -26,7 +26,6 @@ import pytest
 import requests
 
 from allotment.ledger import capacity
-from allotment.wsgi import ROUTES
 from tests.clients import live
 
 CHROMIUM = "/usr/bin/chromium"
@@ -569,13 +568,6 @@ def _set_ratio(cloud: Cloud, rp_uuid: str, rc: str, ratio: float) -> None:
         "allocation_ratio": ratio})
 
 
-# GET /audit/allocations is built on the branch ``audit``: until that is merged the audit
-# test has nothing to open, and it runs as soon as the route is there.
-AUDIT_ROUTE = any(path == "/audit/allocations" for path, _ in ROUTES)
-
-
-@pytest.mark.skipif(not AUDIT_ROUTE, reason="GET /audit/allocations is not on this branch "
-                                            "yet (branch audit): runs once it is merged")
 def test_audit_page(browser, cloud):
     """Two findings made for real: host-005's VCPU shrunk under vm-moved's usage through
     the API (over_capacity), a consumer record without allocations left in SQL
