@@ -184,9 +184,11 @@ API_RULES: list[ApiRule] = [
             "Reshape Inventory and Allocations.", (("POST", "/reshaper"),)),
     # The dashboard's data (allotment's own, off unless [allotment] dashboard).
     ApiRule(DASHBOARD_PROVIDERS, ADMIN_OR_READER,
-            "Dashboard: provider trees with inventories, usage, traits and aggregates.",
+            "Dashboard: provider trees with inventories, usage, traits and aggregates; "
+            "providers' names by uuid.",
             (("GET", "/dashboard/api/providers"),
-             ("GET", "/dashboard/api/providers/{uuid}/children"))),
+             ("GET", "/dashboard/api/providers/{uuid}/children"),
+             ("GET", "/dashboard/api/provider_names"))),
     ApiRule(DASHBOARD_USAGES, ADMIN_OR_READER,
             "Dashboard: cloud-wide totals, fullest and emptiest providers, usage per "
             "project and consumer type, a consumer's allocations.",

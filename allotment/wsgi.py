@@ -75,6 +75,7 @@ ROUTES: list[tuple[str, type[Resource]]] = [
     # The dashboard's data (its page is DashboardPage, below, without a token).
     ("/dashboard/api/providers", dashboard.Providers),
     ("/dashboard/api/providers/{uuid}/children", dashboard.ProviderChildren),
+    ("/dashboard/api/provider_names", dashboard.ProviderNames),
     ("/dashboard/api/summary", dashboard.Summary),
     ("/dashboard/api/projects", dashboard.Projects),
     ("/dashboard/api/consumer_types", dashboard.ConsumerTypes),

@@ -15,6 +15,7 @@ import pytest
 from allotment import config
 from allotment.dashboard import DashboardPage
 from allotment.ledger import capacity, overview
+from allotment.schemas.dashboard import MAX_NAMES
 from allotment.wsgi import make_app
 from tests.conftest import make_conf
 from tests.support.claims_support import provider_with, put
@@ -113,6 +114,13 @@ def test_page_and_assets_need_no_token(dash):
     assert "http" not in page.text.split("<body", 1)[0].replace("http-equiv", "")
     script = dash.get("/dashboard/static/dashboard.js", token=None)
     assert script.status == 200 and script.headers["content-type"].startswith("text/javascript")
+    # The page's module imports the others; they are served the same way.
+    assert 'type="module"' in page.text
+    for module in ("common.js", "history.js"):
+        assert f'from "./{module}"' in script.text
+        served = dash.get(f"/dashboard/static/{module}", token=None)
+        assert served.status == 200, (module, served)
+        assert served.headers["content-type"].startswith("text/javascript")
     style = dash.get("/dashboard/static/dashboard.css", token=None)
     assert style.status == 200 and style.headers["content-type"].startswith("text/css")
     assert dash.get("/dashboard/static/dashboard.css", token=None,
@@ -320,12 +328,31 @@ def test_consumer_matches_the_api(dash):
         "consumer_uuid": missing, "allocations": {}}
 
 
+def test_provider_names(dash):
+    cloud = _cloud(dash)
+    gone = str(uuid.uuid4())
+    # Any case, spaces and repeats; a uuid no provider has is left out.
+    asked = f"{cloud['numa0'].upper()}, {cloud['cn2']},{cloud['cn2']},{gone},"
+    body = dash.get(f"/dashboard/api/provider_names?uuids={asked}").json()
+    assert body == {"providers": {
+        cloud["numa0"]: {"name": "cn1-numa0", "root_provider_uuid": cloud["cn1"],
+                         "root_provider_name": "cn1"},
+        cloud["cn2"]: {"name": "cn2", "root_provider_uuid": cloud["cn2"],
+                       "root_provider_name": "cn2"}}}
+    assert dash.get("/dashboard/api/provider_names").json() == {"providers": {}}
+    many = ",".join(str(uuid.uuid4()) for _ in range(MAX_NAMES + 1))
+    resp = dash.get(f"/dashboard/api/provider_names?uuids={many}")
+    assert resp.status == 400, resp
+    assert "at most" in resp.json()["errors"][0]["detail"]
+
+
 # -- policy -----------------------------------------------------------------------
 
 @pytest.mark.parametrize("path", ["/dashboard/api/providers", "/dashboard/api/summary",
                                   "/dashboard/api/providers/{rp}/children",
                                   "/dashboard/api/projects", "/dashboard/api/consumer_types",
-                                  f"/dashboard/api/consumers/{uuid.uuid4()}"])
+                                  f"/dashboard/api/consumers/{uuid.uuid4()}",
+                                  "/dashboard/api/provider_names?uuids={rp}"])
 def test_policy(dash, path):
     path = path.format(rp=dash.create_provider("rp")["uuid"])
     assert dash.get(path, token=None).status == 401
@@ -356,6 +383,7 @@ def test_policy_file_can_narrow_the_dashboard(database, tmp_path):
 
 @pytest.mark.parametrize("path", ["/dashboard/api/providers?q=%00",
                                   "/dashboard/api/providers?roots=%00",
+                                  "/dashboard/api/provider_names?uuids=%00",
                                   "/dashboard/api/summary?resource_class=%00"])
 def test_a_nul_in_text_is_a_400(dash, path):
     # PostgreSQL refuses NUL in a string: this was a 500 there. Every query

@@ -153,6 +153,7 @@ QUERY_VALUES = {
     "q": ["cn", "NUMA", RP, "%", "_", ""],
     "roots": [RP, f"{RP},{CHILD}", CHILD, ",", ""],
     "resource_class": ["VCPU", "DISK_GB", "NOPE", ""],
+    "uuids": [RP, f"{RP},{CHILD}", f"{CHILD.upper()}, {RP}", ",", ""],
     # The audit's.
     "kind": ["over_capacity", "empty_consumer,incomplete_consumer", "nope", ""],
 }
@@ -465,7 +466,12 @@ QUERY_SLOTS: dict[str, list[Slot]] = {
     "q": [Slot("string", "c{}n")],
     "roots": [Slot("string", _within(RP))],
     "resource_class": [Slot("string", "VC{}PU")],
+    "uuids": [Slot("string", f"{RP},{_within(CHILD)}")],
     "kind": [Slot("string", "over_{}capacity")],
+    "consumer_uuid": [Slot("string", _within(CONSUMER))],
+    "resource_provider_uuid": [Slot("string", _within(RP))],
+    "since": [Slot("string", "2026{}-01-01")], "until": [Slot("string", "2026{}-01-01")],
+    "marker": [Slot("integer", "{}")],
 }
 # The numbered request groups, which the document describes once (as ``resources``...).
 GRANULAR_SLOTS: dict[str, list[Slot]] = {

@@ -337,6 +337,12 @@ def dashboard_scenario(c: Checker) -> None:
            uuid=RP, expect=200)
     c.call("GET", "/dashboard/api/providers/{uuid}/children", uuid=str(uuid.uuid4()),
            expect=404)
+    names = c.call("GET", "/dashboard/api/provider_names",
+                   query=f"uuids={RP},{uuid.uuid4()}", expect=200).json()
+    assert list(names["providers"]) == [RP], names
+    c.call("GET", "/dashboard/api/provider_names", expect=200)
+    c.call("GET", "/dashboard/api/provider_names",
+           query="uuids=" + ",".join(str(uuid.uuid4()) for _ in range(501)), expect=400)
     summary = c.call("GET", "/dashboard/api/summary", expect=200).json()
     assert summary["fullest"], summary
     c.call("GET", "/dashboard/api/summary", query="limit=1&resource_class=VCPU", expect=200)
@@ -383,6 +389,7 @@ def test_dashboard_routes_answer_404_when_off(database, document):
     for path, template in (("/dashboard/api/providers", None),
                            (f"/dashboard/api/providers/{RP}/children",
                             "/dashboard/api/providers/{uuid}/children"),
+                           ("/dashboard/api/provider_names", None),
                            ("/dashboard/api/summary", None),
                            ("/dashboard/api/projects", None),
                            ("/dashboard/api/consumer_types", None),

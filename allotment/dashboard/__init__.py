@@ -25,8 +25,11 @@ PATH = "/dashboard"
 STATIC = PATH + "/static/"
 
 # name -> content type: the only files served (no path is ever read from a request).
+# dashboard.js is the page's module; it imports the other two.
 ASSETS = {
     "dashboard.js": "text/javascript; charset=utf-8",
+    "common.js": "text/javascript; charset=utf-8",
+    "history.js": "text/javascript; charset=utf-8",
     "dashboard.css": "text/css; charset=utf-8",
 }
 

@@ -26,11 +26,13 @@ from allotment.schemas import responses as r
 from allotment.schemas.dashboard import (
     DEFAULT_PAGE,
     DEFAULT_RANKING,
+    MAX_NAMES,
     MAX_OFFSET,
     MAX_PAGE,
     MAX_RANKING,
     NO_QUERY,
     PAGE_QUERY,
+    PROVIDER_NAMES_QUERY,
     PROVIDERS_QUERY,
     SUMMARY_QUERY,
 )
@@ -132,6 +134,25 @@ class ProviderChildren(DashboardResource):
             page = overview.children(conn, params["uuid"].strip().lower(), limit, offset)
         return {"total": page.total, "limit": limit, "offset": offset,
                 "children": page.items}
+
+
+class ProviderNames(DashboardResource):
+    """Providers' names and roots by uuid (``uuids``, comma-separated): the history's
+    and the audit's entries carry uuids only. Providers that no longer exist are left
+    out of the answer."""
+
+    operations: ClassVar[dict[str, Operation]] = {"GET": _operation(
+        f"providers' names and roots by uuid, up to {MAX_NAMES} at once (those that "
+        "exist)", r.DASHBOARD_PROVIDER_NAMES, policy.DASHBOARD_PROVIDERS,
+        query_string=PROVIDER_NAMES_QUERY)}
+
+    def read(self, q: Query, **params: str) -> dict:
+        uuids = {u.strip().lower() for u in (q.get("uuids") or "").split(",") if u.strip()}
+        if len(uuids) > MAX_NAMES:
+            raise errors.BadRequest(f"Invalid query parameter uuids: {len(uuids)} uuids "
+                                    f"(at most {MAX_NAMES} are expected).")
+        with self.db.read() as conn:
+            return {"providers": overview.provider_names(conn, sorted(uuids))}
 
 
 class Summary(DashboardResource):

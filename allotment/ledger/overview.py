@@ -2,8 +2,9 @@
 
 Provider trees a page at a time (with each provider's inventories, usage,
 traits and aggregates), cloud-wide totals per resource class, the fullest and
-emptiest providers, usage per project and per consumer type, and one
-consumer's allocations with the providers' names.
+emptiest providers, usage per project and per consumer type, one
+consumer's allocations with the providers' names, and the names of any
+providers by uuid (for the history and audit views, whose entries carry uuids).
 
 Every amount follows the one capacity rule in ``capacity``: what an inventory
 can hold is ``capacity.capacity()`` and what it holds is ``capacity.usage()``
@@ -250,6 +251,15 @@ def _provider_names(conn: sa.Connection, ids: set[int]) -> dict[int, dict[str, A
         .where(rp.c.id.in_(ids)))
     return {row.id: {"uuid": row.uuid, "name": row.name, "root_provider_uuid": row.root_uuid,
                      "root_provider_name": row.root_name} for row in rows}
+
+
+def provider_names(conn: sa.Connection, uuids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Each provider of ``uuids`` that exists: its name and its tree's root, by uuid."""
+    if not uuids:
+        return {}
+    rp = t.resource_providers
+    ids = set(conn.execute(sa.select(rp.c.id).where(rp.c.uuid.in_(set(uuids)))).scalars())
+    return {entry.pop("uuid"): entry for entry in _provider_names(conn, ids).values()}
 
 
 # --- usage per project and per consumer type ----------------------------------

@@ -41,4 +41,9 @@ SUMMARY_QUERY = {"type": "object", "properties": {
     "resource_class": {"type": "string",
                        "description": "Rank by this resource class's inventories only."},
 }}
+MAX_NAMES = MAX_PAGE
+PROVIDER_NAMES_QUERY = {"type": "object", "properties": {
+    "uuids": {"type": "string",
+              "description": f"Comma-separated provider uuids, up to {MAX_NAMES}."},
+}}
 NO_QUERY: dict[str, Any] = {"type": "object"}

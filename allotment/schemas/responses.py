@@ -310,6 +310,12 @@ DASHBOARD_CONSUMER = obj(
      "user_id": STRING,
      "consumer_type": STRING},
 )
+# Providers that no longer exist are left out.
+DASHBOARD_PROVIDER_NAMES = obj({"providers": mapping(obj({
+    "name": STRING,
+    "root_provider_uuid": UUID,
+    "root_provider_name": STRING,
+}), UUID)})
 
 # --- allotment's own: history entries and the audit (GET /audit/allocations) ------
 # Rendered by ``allotment.http.history_render``; no microversion changes them.

@@ -5,6 +5,9 @@ by Playwright, so no browser is downloaded. A cloud of 361 providers (100
 trees of three, one of 61) is made over the API; each page is opened, its numbers compared with
 what the API answers, and a screenshot of it saved under
 ``$ALLOTMENT_TEST_ARTIFACTS`` (default ``test-artifacts/`` in the repository).
+The last tests change the cloud as they go: a consumer's timeline (two changes
+through the API, one in SQL behind allotment's back), a provider's recent
+changes, and the audit's finding of an inventory shrunk under its usage.
 Without chromium or Playwright the module is skipped on a developer's machine
 and fails in CI (``CI=true``), which must not pass without it.
 """
@@ -12,6 +15,7 @@ and fails in CI (``CI=true``), which must not pass without it.
 from __future__ import annotations
 
 import os
+import sqlite3
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -64,6 +68,7 @@ def artifacts() -> Path:
 class Cloud:
     url: str
     session: requests.Session
+    database: Path  # the server's SQLite file, for writes behind its back
     roots: dict[str, str] = field(default_factory=dict)  # name -> uuid
     consumers: dict[str, str] = field(default_factory=dict)
 
@@ -128,11 +133,11 @@ def _allocate(cloud: Cloud, number: int) -> None:
 
 @pytest.fixture(scope="module")
 def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
-    server = live.start(tmp_path_factory.mktemp("dashboard"),
-                        extra_conf="[allotment]\ndashboard = True\n")
+    workdir = tmp_path_factory.mktemp("dashboard")
+    server = live.start(workdir, extra_conf="[allotment]\ndashboard = True\n")
     session = requests.Session()
     session.headers.update(API)
-    made = Cloud(server.url, session)
+    made = Cloud(server.url, session, workdir / "placement.sqlite")
     try:
         made.write("PUT", "/traits/CUSTOM_FAST", None)
         with ThreadPoolExecutor(4) as pool:
@@ -153,9 +158,12 @@ def browser() -> Iterator[Browser]:
         launched.close()
 
 
-def _open(browser: Browser, cloud: Cloud, page_hash: str, token: str | None = "admin") -> Page:
-    """A new tab (its own sessionStorage), signed in with ``token`` unless None."""
-    context = browser.new_context(viewport={"width": 1280, "height": 860})
+def _open(browser: Browser, cloud: Cloud, page_hash: str, token: str | None = "admin",
+          roles: str | None = None) -> Page:
+    """A new tab (its own sessionStorage), signed in with ``token`` unless None;
+    ``roles``: noauth2's X-Roles on every request (a reader, say)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 860},
+                                  extra_http_headers={"X-Roles": roles} if roles else None)
     if token is not None:
         context.add_init_script(f"sessionStorage.setItem({TOKEN_KEY!r}, {token!r})")
     page = context.new_page()
@@ -166,8 +174,8 @@ def _open(browser: Browser, cloud: Cloud, page_hash: str, token: str | None = "a
     return page
 
 
-def _shot(page: Page, name: str) -> None:
-    page.screenshot(path=str(artifacts() / f"dashboard-{name}.png"), full_page=True)
+def _shot(page: Page, name: str, full_page: bool = True) -> None:
+    page.screenshot(path=str(artifacts() / f"dashboard-{name}.png"), full_page=full_page)
     assert page.errors == [], page.errors  # type: ignore[attr-defined]
 
 
@@ -233,7 +241,7 @@ def test_providers_page(browser, cloud):
     child = cloud.get("/resource_providers?name=host-000-numa0")["resource_providers"][0]
     assert _bars(page, f"{first} > .children > .node[data-uuid='{child['uuid']}']") == \
         _expected_bars(cloud, child["uuid"])
-    _shot(page, "providers")
+    _shot(page, "providers", full_page=False)  # the first screen: the page is 50 trees long
     page.click(f"{first} > .row .toggle")
     expect(children).to_be_hidden()
     page.click("#expand-all")
@@ -391,3 +399,245 @@ def test_what_fits(browser, cloud):
         assert cloud.roots["host-078"] not in qualified
     _shot(page, "what-fits")
     page.context.close()
+
+
+# -- history: a consumer's timeline, a provider's recent changes --------------------
+
+def _outside_write(cloud: Cloud, sql: str, params: tuple) -> None:
+    """A write in SQL, not through allotment: the history records it as ``outside``."""
+    db = sqlite3.connect(cloud.database, timeout=30)
+    try:
+        with db:
+            assert db.execute(sql, params).rowcount == 1
+    finally:
+        db.close()
+
+
+def _timeline(page: Page, selector: str = "#consumer-timeline") -> list[tuple]:
+    return [tuple(row) for row in page.locator(f"{selector} tbody tr").evaluate_all(
+        "rows => rows.map(r => [r.dataset.provider, r.dataset.rc, +r.dataset.before, "
+        "+r.dataset.after, r.dataset.writer, "
+        "r.querySelector('.badge').textContent])")]
+
+
+def _moved_consumer(cloud: Cloud) -> str:
+    """vm-moved: made on host-001, grown there, moved to host-005 (through the API), then
+    grown again in SQL. Made once; the timeline and the audit tests share it."""
+    if "vm-moved" in cloud.consumers:
+        return cloud.consumers["vm-moved"]
+    consumer = str(uuid.uuid4())
+    first, second = cloud.roots["host-001"], cloud.roots["host-005"]
+    owner = {"project_id": "project-t", "user_id": "user-t", "consumer_type": "INSTANCE"}
+    cloud.write("PUT", f"/allocations/{consumer}", {
+        "allocations": {first: {"resources": {"VCPU": 2, "MEMORY_MB": 2048}}},
+        "consumer_generation": None, **owner})
+    cloud.write("PUT", f"/allocations/{consumer}", {
+        "allocations": {first: {"resources": {"VCPU": 4, "MEMORY_MB": 2048}}},
+        "consumer_generation": 1, **owner})
+    resp = cloud.session.put(cloud.url + f"/allocations/{consumer}", json={
+        "allocations": {second: {"resources": {"VCPU": 4, "MEMORY_MB": 4096}}},
+        "consumer_generation": 2, **owner},
+        headers={"X-OpenStack-Request-ID": GLOBAL_REQUEST_ID})
+    assert resp.status_code == 204, resp.text
+    _outside_write(cloud, "UPDATE allocations SET used = 6 WHERE consumer_id = ? AND "
+                   "resource_provider_id = (SELECT id FROM resource_providers WHERE uuid = ?) "
+                   "AND used = 4", (consumer, second))
+    cloud.consumers["vm-moved"] = consumer
+    return consumer
+
+
+GLOBAL_REQUEST_ID = "req-0b7e2d3c-5a4f-4e8d-9c1b-2a3f4e5d6c7b"
+
+
+def test_consumer_timeline(browser, cloud):
+    consumer = _moved_consumer(cloud)
+    first, second = cloud.roots["host-001"], cloud.roots["host-005"]
+    api = cloud.get(f"/history/allocations?consumer_uuid={consumer}")
+    assert api["next_marker"] is None
+    page = _open(browser, cloud, "#consumer")
+    page.fill("#consumer-uuid", consumer)
+    page.press("#consumer-uuid", "Enter")
+    rows = page.locator("#consumer-timeline tbody tr")
+    expect(rows).to_have_count(len(api["entries"]))
+    # The entries the API gives, in its order (newest first), each with its writer.
+    shown = _timeline(page)
+    assert shown == [(e["resource_provider_uuid"], e["resource_class"], e["used_before"],
+                      e["used_after"], e["writer"], e["writer"]) for e in api["entries"]]
+    assert page.evaluate("location.hash") == f"#consumer?uuid={consumer}"
+    # And they are the right ones: newest first, the write in SQL (outside, no request
+    # id), the move, the growth on host-001, the claim. Within a change, by provider
+    # and class.
+    def change(rows: list[tuple]) -> list[tuple]:
+        return sorted(row[:5] for row in rows)
+    assert shown[0][:5] == (second, "VCPU", 4, 6, "outside")
+    moved = [row for row in shown[1:] if row[4] == "allotment"]
+    assert change(moved[:4]) == change([
+        (first, "MEMORY_MB", 2048, 0, "allotment"), (first, "VCPU", 4, 0, "allotment"),
+        (second, "MEMORY_MB", 0, 4096, "allotment"), (second, "VCPU", 0, 4, "allotment")])
+    grown = [row for row in moved[4:] if row[2] != row[3]]
+    assert grown[0][:5] == (first, "VCPU", 2, 4, "allotment")
+    assert change(moved[-2:]) == change([(first, "MEMORY_MB", 0, 2048, "allotment"),
+                                          (first, "VCPU", 0, 2, "allotment")])
+    outside = rows.first
+    expect(outside.locator(".badge")).to_have_class("badge writer-outside")
+    expect(outside.locator("td.ids")).to_have_text("—")
+    expect(outside.locator("td.change")).to_have_text("4 \u2192 6 +2")
+    expect(outside).to_contain_text("host-005")
+    # The move carries the caller's global request id.
+    expect(rows.nth(1).locator("td.ids")).to_contain_text(GLOBAL_REQUEST_ID)
+    expect(rows.nth(1).locator(".badge")).to_have_class("badge writer-allotment")
+    # What it holds now: the SQL write included.
+    expect(page.locator("#consumer-allocations tbody tr[data-rc='VCPU']")).to_have_attribute(
+        "data-used", "6")
+    _shot(page, "timeline")
+    # A provider of the timeline links to it: its tree, with its recent changes open.
+    outside.locator(f"a[data-uuid='{second}']").click()
+    focused = page.locator(f"#trees > .node.focus[data-uuid='{second}']")
+    expect(focused).to_be_visible()
+    assert page.evaluate("location.hash") == f"#providers?uuid={second}"
+    changes = focused.locator(":scope > .changes")
+    expect(changes).to_be_visible()
+    inventories = changes.locator(".recent-inventories tbody tr")
+    expect(inventories).to_have_count(3)  # VCPU, MEMORY_MB, DISK_GB created
+    for rc in ("VCPU", "MEMORY_MB", "DISK_GB"):
+        expect(inventories.locator(f"xpath=self::tr[@data-rc='{rc}']")).to_contain_text(
+            "created")
+    held = changes.locator(f".recent-allocations tbody tr[data-consumer='{consumer}']")
+    expect(held).to_have_count(3)  # the move's two, the write in SQL
+    _shot(page, "recent-changes")
+    # ... and its consumers link back to their timeline.
+    held.first.locator("a.consumer-link").click()
+    expect(page.locator("#consumer-timeline tbody tr")).to_have_count(len(api["entries"]))
+    assert page.evaluate("location.hash") == f"#consumer?uuid={consumer}"
+    page.context.close()
+
+
+def test_timeline_pages_back(browser, cloud):
+    """More changes than one request brings: "Older changes" asks for the next page."""
+    consumer = str(uuid.uuid4())
+    host = cloud.roots["host-007"]
+    owner = {"project_id": "project-t", "user_id": "user-t", "consumer_type": "INSTANCE"}
+    for generation in range(25):
+        cloud.write("PUT", f"/allocations/{consumer}", {
+            "allocations": {host: {"resources": {"VCPU": 1 + generation}}},
+            "consumer_generation": generation or None, **owner})
+    cloud.consumers["vm-busy"] = consumer
+    entries = cloud.get(f"/history/allocations?consumer_uuid={consumer}&limit=100")["entries"]
+    assert len(entries) == 25
+    page = _open(browser, cloud, f"#consumer?uuid={consumer}")
+    rows = page.locator("#consumer-timeline tbody tr")
+    expect(rows).to_have_count(20)
+    expect(page.locator("#consumer-timeline .info")).to_have_text(
+        "20 changes, older ones remain")
+    page.click("#consumer-timeline button.older")
+    expect(rows).to_have_count(25)
+    expect(page.locator("#consumer-timeline button.older")).to_be_hidden()
+    assert [row[2:4] for row in _timeline(page)] == [
+        (e["used_before"], e["used_after"]) for e in entries]
+    assert _timeline(page)[-1][2:4] == (0, 1)
+    page.context.close()
+
+
+def test_history_needs_admin(browser, cloud):
+    """A reader sees the dashboard, but the history is admin-only: the timeline and the
+    recent changes say so, and the rest of the page stands."""
+    consumer = _moved_consumer(cloud)
+    page = _open(browser, cloud, f"#consumer?uuid={consumer}", token="watcher:project-r",
+                 roles="reader")
+    expect(page.locator("#consumer-allocations tbody tr")).to_have_count(2)
+    refused = page.locator("#consumer-timeline .denied")
+    expect(refused).to_contain_text("Not allowed to read the consumer's timeline (403)")
+    expect(refused).to_contain_text("allotment:history:allocations")
+    expect(page.locator("#error")).to_be_hidden()
+    page.goto(f"{cloud.url}/dashboard#providers?uuid={cloud.roots['host-005']}")
+    changes = page.locator("#trees .node.focus > .changes")
+    expect(changes.locator(".denied")).to_have_count(2)
+    expect(changes.locator(".recent-inventories .denied")).to_contain_text(
+        "allotment:history:inventories")
+    assert page.errors == []  # type: ignore[attr-defined]
+    page.context.close()
+
+
+# -- the audit ------------------------------------------------------------------------
+
+def _set_ratio(cloud: Cloud, rp_uuid: str, rc: str, ratio: float) -> None:
+    current = cloud.get(f"/resource_providers/{rp_uuid}/inventories/{rc}")
+    cloud.write("PUT", f"/resource_providers/{rp_uuid}/inventories/{rc}", {
+        **{key: current[key] for key in ("resource_provider_generation", "total", "reserved",
+                                         "min_unit", "max_unit", "step_size")},
+        "allocation_ratio": ratio})
+
+
+def test_audit_page(browser, cloud):
+    """Two findings made for real: host-005's VCPU shrunk under vm-moved's usage through
+    the API (over_capacity), a consumer record without allocations left in SQL
+    (empty_consumer). Each is shown with its evidence and history, and links to the
+    provider and the consumers."""
+    consumer = _moved_consumer(cloud)  # 6 VCPU on host-005
+    host = cloud.roots["host-005"]
+    empty = str(uuid.uuid4())
+    _set_ratio(cloud, host, "VCPU", 0.1)  # capacity (32 - 2) x 0.1 = 3
+    _outside_write(cloud, "INSERT INTO consumers (uuid, project_id, user_id, generation, "
+                   "created_at) SELECT ?, project_id, user_id, 0, CURRENT_TIMESTAMP "
+                   "FROM consumers WHERE uuid = ?", (empty, consumer))
+    try:
+        report = cloud.get("/audit/allocations")
+        assert report["counts"]["over_capacity"] == 1, report
+        assert report["counts"]["empty_consumer"] == 1, report
+        over = next(f for f in report["findings"] if f["kind"] == "over_capacity")
+        assert (over["resource_provider_uuid"], over["resource_class"]) == (host, "VCPU")
+        page = _open(browser, cloud, "#audit")
+        cards = page.locator("#audit-counts .count")
+        expect(cards).to_have_count(len(report["counts"]))
+        assert cards.evaluate_all("cs => cs.map(c => [c.dataset.kind, +c.dataset.count])") \
+            == list(map(list, report["counts"].items()))
+        groups = page.locator("#audit-result .audit-kind")
+        expect(groups).to_have_count(2)
+        assert groups.evaluate_all("gs => gs.map(g => g.dataset.kind)") == [
+            "over_capacity", "empty_consumer"]
+        shown = page.locator(f".audit-kind[data-kind='over_capacity'] "
+                             f".finding[data-provider='{host}']")
+        expect(shown.locator(".finding-summary")).to_have_text(over["summary"])
+        expect(shown.locator(".evidence[data-key='used']")).to_have_text("6")
+        expect(shown.locator(".evidence[data-key='capacity']")).to_have_text("3")
+        expect(shown.locator(".finding-provider")).to_have_text("host-005")
+        # Its history: the ratio lowered, and the consumer's VCPU on the provider.
+        past = shown.locator(".finding-history")
+        expect(past).to_have_attribute("open", "")
+        lowered = past.locator(f"tbody tr[data-provider='{host}'][data-rc='VCPU']"
+                               "[data-total-before]").first
+        expect(lowered).to_contain_text("2 \u2192 0.1")
+        expect(past.locator(f"a.consumer-link[data-consumer='{consumer}']").first).to_be_visible()
+        lonely = page.locator(f".audit-kind[data-kind='empty_consumer'] "
+                              f".finding[data-consumer='{empty}']")
+        expect(lonely).to_contain_text("project-t")
+        _shot(page, "audit")
+        # The provider's link: its tree, its recent changes with the lowered ratio.
+        shown.locator(".finding-provider a").click()
+        focused = page.locator(f"#trees > .node.focus[data-uuid='{host}']")
+        expect(focused.locator(".recent-inventories tbody tr").first).to_contain_text(
+            "2 \u2192 0.1")
+        page.go_back()
+        # A consumer in its history: that consumer's timeline.
+        past.locator(f"a.consumer-link[data-consumer='{consumer}']").first.click()
+        expect(page.locator("#consumer-timeline tbody tr").first).to_have_attribute(
+            "data-writer", "outside")
+        assert page.evaluate("location.hash") == f"#consumer?uuid={consumer}"
+        # One kind only.
+        page.goto(f"{cloud.url}/dashboard#audit")
+        expect(groups).to_have_count(2)
+        page.select_option("#audit-kind", "empty_consumer")
+        page.click("#audit-form button[type=submit]")
+        expect(groups).to_have_count(1)
+        expect(groups.first).to_have_attribute("data-kind", "empty_consumer")
+        assert page.errors == []  # type: ignore[attr-defined]
+        page.context.close()
+        # A reader may see the dashboard but not the audit.
+        page = _open(browser, cloud, "#audit", token="watcher:project-r", roles="reader")
+        refused = page.locator("#audit-refused")
+        expect(refused).to_contain_text("Not allowed to run the audit (403)")
+        expect(refused).to_contain_text("allotment:audit:allocations")
+        page.context.close()
+    finally:
+        _outside_write(cloud, "DELETE FROM consumers WHERE uuid = ?", (empty,))
+        _set_ratio(cloud, host, "VCPU", 2.0)
