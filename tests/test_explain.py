@@ -27,7 +27,7 @@ FILTERS = {"unknown_name", "unknown_aggregate", "unknown_in_tree", "in_tree", "m
 def path_for(base: str, params: dict) -> str:
     pairs = [(key, item) for key, value in params.items()
              for item in (value if isinstance(value, list) else [value])]
-    return f"{base}?{urlencode(pairs, safe=':,!')}" if pairs else base
+    return f"{base}?{urlencode(pairs, safe=':,!*')}" if pairs else base
 
 
 def explain(cloud: Cloud, version: str = "1.39", **params) -> dict:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import os
 import uuid as uuidlib
-from urllib.parse import urlencode
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -28,15 +27,10 @@ from tests.conftest import make_conf
 from tests.support.candidates_cloud import SHARES, Cloud
 from tests.support.client import PlacementClient
 from tests.test_allocation_candidates_property import build, clouds, params, queries
+from tests.test_explain import path_for
 
 PATH = "/headroom"
 AVX2 = "HW_CPU_X86_AVX2"
-
-
-def path_for(base: str, query: dict) -> str:
-    pairs = [(key, item) for key, value in query.items()
-             for item in (value if isinstance(value, list) else [value])]
-    return f"{base}?{urlencode(pairs, safe=':,!*')}" if pairs else base
 
 
 def headroom(cloud: Cloud, version: str = "1.39", **query) -> dict:

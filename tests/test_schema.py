@@ -119,15 +119,7 @@ def test_migrations_agree_with_tables_py(database):
     insp = sa.inspect(database.engine)
     assert set(insp.get_table_names()) - OWN_TABLES == set(t.metadata.tables)
     for table in t.metadata.sorted_tables:
-        reflected = {column["name"]: column for column in insp.get_columns(table.name)}
-        assert set(reflected) == set(table.columns.keys()), table.name
-        for column in table.columns:
-            found = reflected[column.name]
-            where = f"{table.name}.{column.name}"
-            assert found["type"]._type_affinity is column.type._type_affinity, where
-            assert getattr(found["type"], "length", None) == getattr(column.type, "length",
-                                                                     None), where
-            assert found["nullable"] == column.nullable, where
+        _assert_columns_agree(insp, table)
         assert (sorted(insp.get_pk_constraint(table.name)["constrained_columns"])
                 == sorted(column.name for column in table.primary_key)), table.name
         assert ({(u["name"], tuple(u["column_names"]))
@@ -222,3 +214,23 @@ def test_existing_upstream_database_is_left_alone(backend, tmp_path):
         with engine.connect() as conn:
             assert conn.execute(sa.select(t.traits.c.name)).scalars().all() == [
                 "CUSTOM_OPERATORS_OWN"]
+
+
+def _assert_columns_agree(insp: sa.Inspector, table: sa.Table) -> None:
+    """The reflected columns of ``table`` are tables.py's: names, types, lengths, nulls."""
+    reflected = {column["name"]: column for column in insp.get_columns(table.name)}
+    assert set(reflected) == set(table.columns.keys()), table.name
+    for column in table.columns:
+        found = reflected[column.name]
+        where = f"{table.name}.{column.name}"
+        assert found["type"]._type_affinity is column.type._type_affinity, where
+        assert getattr(found["type"], "length", None) == getattr(column.type, "length",
+                                                                 None), where
+        assert found["nullable"] == column.nullable, where
+
+
+def test_history_tables_agree_with_tables_py(database):
+    """The history's tables (migration 0005) are what tables.py's ``own_metadata`` reads."""
+    insp = sa.inspect(database.engine)
+    for table in t.own_metadata.sorted_tables:
+        _assert_columns_agree(insp, table)

@@ -191,12 +191,25 @@ own_metadata = sa.MetaData()
 
 _when = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")
 
+
+def _entry_head() -> list[sa.Column]:
+    """An entry's id, when, and the transaction it came from."""
+    return [sa.Column("id", sa.BigInteger, primary_key=True),
+            sa.Column("created_at", _when, nullable=False),
+            sa.Column("txn", sa.BigInteger)]
+
+
+def _entry_writer() -> list[sa.Column]:
+    """Who wrote an entry (``allotment.db.writer``)."""
+    return [sa.Column("request_id", sa.String(64)),
+            sa.Column("global_request_id", sa.String(64)),
+            sa.Column("writer", sa.String(16), nullable=False)]
+
+
 allocation_history = sa.Table(
     "allotment_allocation_history",
     own_metadata,
-    sa.Column("id", sa.BigInteger, primary_key=True),
-    sa.Column("created_at", _when, nullable=False),
-    sa.Column("txn", sa.BigInteger),
+    *_entry_head(),
     sa.Column("consumer_uuid", sa.String(36), nullable=False),
     sa.Column("consumer_type", sa.Unicode(255)),
     sa.Column("project_id", sa.String(255)),
@@ -207,17 +220,13 @@ allocation_history = sa.Table(
     sa.Column("resource_class", sa.Unicode(255)),
     sa.Column("used_before", sa.BigInteger, nullable=False),
     sa.Column("used_after", sa.BigInteger, nullable=False),
-    sa.Column("request_id", sa.String(64)),
-    sa.Column("global_request_id", sa.String(64)),
-    sa.Column("writer", sa.String(16), nullable=False),
+    *_entry_writer(),
 )
 
 inventory_history = sa.Table(
     "allotment_inventory_history",
     own_metadata,
-    sa.Column("id", sa.BigInteger, primary_key=True),
-    sa.Column("created_at", _when, nullable=False),
-    sa.Column("txn", sa.BigInteger),
+    *_entry_head(),
     sa.Column("resource_provider_id", sa.Integer, nullable=False),
     sa.Column("resource_provider_uuid", sa.String(36)),
     sa.Column("resource_provider_generation", sa.Integer),
@@ -232,7 +241,5 @@ inventory_history = sa.Table(
     sa.Column("min_unit", sa.Integer),
     sa.Column("max_unit", sa.Integer),
     sa.Column("step_size", sa.Integer),
-    sa.Column("request_id", sa.String(64)),
-    sa.Column("global_request_id", sa.String(64)),
-    sa.Column("writer", sa.String(16), nullable=False),
+    *_entry_writer(),
 )

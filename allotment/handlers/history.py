@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import datetime
 import uuid
-from typing import ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import falcon
 
@@ -88,6 +89,15 @@ def _description(rule: str) -> str:
             f"Policy rule `{rule}` (default: admin).")
 
 
+def _answer(req: Request, resp: falcon.Response, page: history.Page,
+            render_entry: Callable[[Any], dict[str, Any]]) -> None:
+    """A page of entries, never cached (it changes with every write)."""
+    body = {"entries": [render_entry(e) for e in page.entries],
+            "next_marker": page.next_marker}
+    render.json_response(req, resp, body, cache_headers=False)
+    resp.set_header("Cache-Control", "no-store")
+
+
 class AllocationHistory(Resource):
     operations: ClassVar[dict[str, Operation]] = {"GET": Operation(
         "History: every change to what consumers hold, newest first (allotment's own)",
@@ -105,10 +115,7 @@ class AllocationHistory(Resource):
                 conn, window, consumer_uuid=_uuid(q, "consumer_uuid"),
                 provider_uuid=_uuid(q, "resource_provider_uuid"),
                 project_id=q.get("project_id"))
-        body = {"entries": [render_allocation_change(e) for e in page.entries],
-                "next_marker": page.next_marker}
-        render.json_response(req, resp, body, cache_headers=False)
-        resp.set_header("Cache-Control", "no-store")
+        _answer(req, resp, page, render_allocation_change)
 
 
 class InventoryHistory(Resource):
@@ -126,7 +133,4 @@ class InventoryHistory(Resource):
         with self.db.read() as conn:
             page = history.inventory_changes(conn, window,
                                              provider_uuid=_uuid(q, "resource_provider_uuid"))
-        body = {"entries": [render_inventory_change(e) for e in page.entries],
-                "next_marker": page.next_marker}
-        render.json_response(req, resp, body, cache_headers=False)
-        resp.set_header("Cache-Control", "no-store")
+        _answer(req, resp, page, render_inventory_change)

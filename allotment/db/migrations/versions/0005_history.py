@@ -209,6 +209,15 @@ _PG_ALLOCATIONS_TRIGGER = {
               "NEW TABLE AS new_rows",
 }
 
+# A transaction's later change to an inventory it changed already: the last
+# "after" (PostgreSQL and MySQL, whose triggers found the entry's id).
+_INVENTORY_MERGE = f"""
+        UPDATE {INVENTORIES}
+           SET total_after = a_total, reserved_after = a_reserved,
+               allocation_ratio_after = a_ratio, min_unit = v_min, max_unit = v_max,
+               step_size = v_step
+         WHERE id = {{hit}};"""
+
 _UNCHANGED = " AND ".join(f"NEW.{f} = OLD.{f}" for f in _INVENTORY_FIELDS)
 
 _PG_INVENTORIES_FUNCTION = f"""
@@ -251,12 +260,7 @@ BEGIN
         VALUES (now() AT TIME ZONE 'UTC', v_txn, v_rp, v_uuid, v_generation, v_rc, v_class,
                 b_total, a_total, b_reserved, a_reserved, b_ratio, a_ratio,
                 v_min, v_max, v_step, v_request, v_global, v_writer);
-    ELSE
-        UPDATE {INVENTORIES}
-           SET total_after = a_total, reserved_after = a_reserved,
-               allocation_ratio_after = a_ratio, min_unit = v_min, max_unit = v_max,
-               step_size = v_step
-         WHERE id = v_hit;
+    ELSE{_INVENTORY_MERGE.format(hit="v_hit")}
     END IF;
     RETURN NULL;
 END $$;
@@ -407,12 +411,7 @@ def _mysql_inventory_trigger(event: str) -> str:
         VALUES (UTC_TIMESTAMP(6), {w.MYSQL_TXN}, v_rp, v_uuid, v_generation, v_rc, v_class,
                 b_total, a_total, b_reserved, a_reserved, b_ratio, a_ratio, v_min, v_max,
                 v_step, {w.MYSQL_REQUEST_ID}, {w.MYSQL_GLOBAL_REQUEST_ID}, {_MYSQL_WRITER_EXPR});
-    ELSE
-        UPDATE {INVENTORIES}
-           SET total_after = a_total, reserved_after = a_reserved,
-               allocation_ratio_after = a_ratio, min_unit = v_min, max_unit = v_max,
-               step_size = v_step
-         WHERE id = hit;
+    ELSE{_INVENTORY_MERGE.format(hit="hit")}
     END IF;
     {"END IF;" if skip else ""}
 END"""
