@@ -145,6 +145,19 @@ ALLOTMENT_OPTS = [
     cfg.StrOpt("metrics_listen",
                help="host:port of a separate listener that serves only /metrics; "
                     "when set, /metrics is not served on the API address."),
+    cfg.MultiStrOpt("headroom_requests", default=[],
+                    help="Named request shapes (flavors) whose headroom /metrics exports "
+                         "(allotment_headroom{request}, and allotment_headroom_aggregate"
+                         "{request,aggregate} for each aggregate the shape's member_of "
+                         "names): one per line, '<name> = <query string of GET "
+                         "/allocation_candidates>', e.g. 'headroom_requests = m1.large = "
+                         "resources=VCPU:4,MEMORY_MB:8192,DISK_GB:80&member_of=<uuid>'. "
+                         "The name is 1 to 64 letters, digits, '.', '_', ':' or '-'. The "
+                         "query is read as GET /headroom reads it at the latest "
+                         "microversion; an entry that is not of this form, a name given "
+                         "twice or a query that GET /allocation_candidates refuses with 400 "
+                         "stops the service at start. Counted by each worker on its read "
+                         "model at most once a minute. See docs/headroom.md."),
     cfg.BoolOpt("dashboard", default=False,
                 help="Serve a read-only capacity dashboard at /dashboard. The page "
                      "itself holds no data; every data request it makes carries the "

@@ -124,7 +124,8 @@ def make_app(conf: cfg.ConfigOpts, db: Database | None = None,
         app = auth.NoAuthMiddleware(app)
     else:
         app = auth.KeystoneAuthMiddleware(app, conf)
-    app = with_metrics(app, conf, db, [template for template, _ in ROUTES])  # /metrics
+    app = with_metrics(app, conf, db, [template for template, _ in ROUTES],  # /metrics
+                       services.read_model, services.candidate_budget)
     app = health.HealthcheckMiddleware(app, conf)  # /healthcheck, no token
     app = DashboardPage(app, conf)  # /dashboard's page and assets, no token (no data)
     app = _cors(app, conf)

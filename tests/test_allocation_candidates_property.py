@@ -23,7 +23,7 @@ from allotment.candidates import explain as diagnosis
 from allotment.candidates.model import load
 from allotment.candidates.request import Settings
 from allotment.candidates.sources import ModelSource
-from allotment.handlers.allocation_candidates import parse_request
+from allotment.http.candidates_query import parse_request
 from allotment.http.microversion import Version
 from allotment.http.request import Query as HttpQuery
 from allotment.wsgi import make_app

@@ -377,7 +377,7 @@ def test_judging_never_excludes_an_answered_tree(mixed, database, version, templ
     from allotment.candidates.model import load
     from allotment.candidates.request import Settings
     from allotment.candidates.sources import ModelSource
-    from allotment.handlers.allocation_candidates import parse_request
+    from allotment.http.candidates_query import parse_request
     from allotment.http.microversion import Version
     from allotment.http.request import Query
 

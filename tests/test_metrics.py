@@ -213,3 +213,83 @@ def test_capacity_scrape_answers_while_the_database_is_gone(database, monkeypatc
     monkeypatch.setattr(database.db, "read", gone)
     samples = parse(exposition.render_capacity(database.db).decode())
     assert value(samples, "placement_capacity_scrape_success") == 0
+
+
+AGG_A = "aaaaaaaa-0000-4000-8000-00000000000a"
+AGG_B = "bbbbbbbb-0000-4000-8000-00000000000b"
+SHAPES = {"m1.small": "resources=VCPU:1,MEMORY_MB:2048",
+          "m1.large": f"resources=VCPU:4,MEMORY_MB:8192&member_of=in:{AGG_A},{AGG_B}"}
+
+
+def test_headroom_per_request_shape(database, monkeypatch):
+    """allotment_headroom{request}: GET /headroom's counts for the shapes of
+    [allotment] headroom_requests, in all and per aggregate; kept for a while."""
+    from allotment.metrics import headroom
+
+    conf = make_conf(database.url, allotment__metrics=True, allotment__headroom_requests=[
+        f"{name} = {query}" for name, query in SHAPES.items()])
+    client = PlacementClient(make_app(conf, db=database.db, prepare=False))
+    hosts = [provider_with(client, f"cn-{i}", VCPU={"total": 16, "allocation_ratio": 2.0},
+                           MEMORY_MB={"total": 32768, "reserved": 512})
+             for i in range(4)]
+    for rp, aggregates in zip(hosts, ([AGG_A], [AGG_A], [AGG_B], []), strict=True):
+        gen = client.get(f"/resource_providers/{rp}").json()["generation"]
+        assert client.put(f"/resource_providers/{rp}/aggregates", {
+            "aggregates": aggregates, "resource_provider_generation": gen},
+            version="1.19").status == 200
+    assert put(client, C1, {hosts[0]: {"VCPU": 10, "MEMORY_MB": 16384}}).status == 204
+    samples = scrape(client)
+    for name, query in SHAPES.items():
+        expected = client.get(f"/headroom?{query}", version="1.39").json()
+        assert expected["total"] > 0
+        assert value(samples, "allotment_headroom", request=name) == expected["total"]
+        assert value(samples, "allotment_headroom_optimal", request=name) == 1
+        assert value(samples, "allotment_headroom_scrape_success", request=name) == 1
+        for aggregate, count in expected.get("aggregates", {}).items():
+            assert value(samples, "allotment_headroom_aggregate", request=name,
+                         aggregate=aggregate) == count
+    # By hand: an idle host takes 3 m1.large (memory: 32256 / 8192), cn-0 one more.
+    assert value(samples, "allotment_headroom", request="m1.large") == 3 + 3 + 1
+    assert value(samples, "allotment_headroom_aggregate", request="m1.large",
+                 aggregate=AGG_A) == 4
+    assert not value(samples, "allotment_headroom_aggregate", request="m1.small")
+    # Counted a moment ago: the same numbers until the interval has passed.
+    assert put(client, C2, {hosts[1]: {"MEMORY_MB": 16384}}).status == 204
+    assert value(scrape(client), "allotment_headroom", request="m1.large") == 7
+    monkeypatch.setattr(headroom, "HEADROOM_CACHE_SECONDS", 0.0)
+    assert value(scrape(client), "allotment_headroom", request="m1.large") == 5
+
+
+def test_headroom_shape_not_counted(database):
+    """A class not created yet: that shape's scrape_success is 0, the others count."""
+    conf = make_conf(database.url, allotment__metrics=True, allotment__headroom_requests=[
+        "gpu = resources=CUSTOM_NOT_YET:1", "small = resources=VCPU:1"])
+    client = PlacementClient(make_app(conf, db=database.db, prepare=False))
+    provider_with(client, "cn", VCPU=2)
+    samples = scrape(client)
+    assert value(samples, "allotment_headroom_scrape_success", request="gpu") == 0
+    assert ("allotment_headroom", frozenset({("request", "gpu")})) not in samples
+    assert value(samples, "allotment_headroom_scrape_success", request="small") == 1
+    assert value(samples, "allotment_headroom", request="small") == 2
+
+
+@pytest.mark.parametrize("entry, reason", [
+    ("resources=VCPU:1", "expected '<name> = <query string>'"),
+    ("m1 large = resources=VCPU:1", "the name 'm1 large' must be"),
+    ("m1 = resources=VCPU:1&bogus=1", "m1: Invalid query string parameters"),
+    ("m1 = resources=VCPU:0", "m1: "),
+    ("m1 = required=HW_CPU_X86_AVX2", "m1: "),
+])
+def test_headroom_requests_refused_at_start(database, entry, reason):
+    conf = make_conf(database.url, allotment__metrics=True,
+                     allotment__headroom_requests=[entry])
+    with pytest.raises(ValueError, match="headroom_requests") as refused:
+        make_app(conf, db=database.db, prepare=False)
+    assert reason in str(refused.value)
+
+
+def test_headroom_request_named_twice(database):
+    conf = make_conf(database.url, allotment__metrics=True, allotment__headroom_requests=[
+        "m1 = resources=VCPU:1", "m1 = resources=VCPU:2"])
+    with pytest.raises(ValueError, match="'m1' is named twice"):
+        make_app(conf, db=database.db, prepare=False)

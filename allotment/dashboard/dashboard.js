@@ -1,5 +1,5 @@
 // allotment's capacity dashboard, the entry point: the provider trees, the usage
-// totals and rankings, and the what-fits box; history.js adds a consumer's allocations
+// totals and rankings, and the what-fits box (with its headroom); history.js adds a consumer's allocations
 // and timeline, a provider's recent changes and the audit. Read-only views over
 // /dashboard/api/..., the Placement API, /history/... and /audit/allocations.
 import {
@@ -11,6 +11,7 @@ import {recentChanges} from "./history.js";
 const TREE_PAGE = 50;
 const PROJECT_PAGE = 50;
 const QUALIFIED_SHOWN = 50;
+const HEADROOM_ROOTS = 5;
 
 // --- providers: trees a page at a time, children drawn when first expanded ---------
 
@@ -365,18 +366,58 @@ function explanationView(explanation) {
   return parts;
 }
 
+// GET /headroom for the same query: how many more fit, and the roots with the most room.
+// Asked beside the explanation; its refusal (no /headroom on this server, 403, a count
+// over the time limit) is shown in its place, not instead of the rest.
+async function headroomFor(query) {
+  try {
+    return await api(`/headroom?${query}&limit=${HEADROOM_ROOTS}`);
+  } catch (error) {
+    return {refused: error instanceof ApiError && error.status === 404
+      ? "This server has no /headroom: how many more fit cannot be shown."
+      : `How many more fit cannot be shown: ${error.message}`};
+  }
+}
+
+function headroomView(room) {
+  if (room.refused) return el("p", {class: "hint", id: "fit-no-headroom"}, room.refused);
+  const kind = room.optimal ? "exact" : "greedy";
+  const aggregates = Object.entries(room.aggregates || {});
+  return el("div", {id: "fit-headroom", class: "headroom", "data-total": room.total,
+                    "data-optimal": String(room.optimal)},
+    el("p", {class: "summary",
+             title: room.optimal ? "The most that can fit."
+               : "A greedy packing's count: at least this many fit, a cleverer placement "
+                 + "might fit more."},
+       `${fmt(room.total)} more fit (${kind})`),
+    room.roots.length ? el("div", {class: "hint"}, "Most room:") : null,
+    room.roots.length
+      ? el("ol", {id: "fit-headroom-roots", class: "headroom-roots"}, room.roots.map((root) =>
+        el("li", {"data-uuid": root.uuid, "data-count": root.count},
+           providerLink({uuid: root.uuid, name: root.name || root.uuid}), ": ",
+           `${fmt(root.count)} more`)))
+      : null,
+    aggregates.length ? el("div", {class: "hint"}, "Per aggregate of member_of:") : null,
+    aggregates.length
+      ? el("ul", {id: "fit-headroom-aggregates", class: "headroom-roots"},
+        aggregates.map(([uuid, count]) => el("li", {"data-uuid": uuid, "data-count": count},
+          el("span", {class: "uuid"}, uuid), `: ${fmt(count)} more`)))
+      : null);
+}
+
 $("#fits-form").addEventListener("submit", (event) => {
   event.preventDefault();
   clearError();
   const out = $("#fits-result");
   out.replaceChildren(el("p", {class: "hint"}, "Asking…"));
   const query = fitsQuery();
-  const limit = Math.max(0, parseInt($("#fit-limit").value, 10) || 0);
+  const limit = Math.max(1, parseInt($("#fit-limit").value, 10) || 1);
   const requested = new Set(
     [...new URLSearchParams(query).entries()]
       .filter(([k]) => k.startsWith("resources"))
       .flatMap(([, v]) => v.split(",").map((part) => part.split(":")[0])));
   (async () => {
+    const room = headroomFor(query);
     let body;
     let explained = true;
     try {
@@ -390,14 +431,16 @@ $("#fits-form").addEventListener("submit", (event) => {
     const roots = qualifiedRoots(body);
     const qualified = el("div", {}, el("h3", {}, `Qualifying hosts (${fmt(roots.length)})`),
                          await qualifiedList(roots, requested));
+    const headroom = headroomView(await room);
     if (explained && body.explanation) {
       const [summary, ...why] = explanationView(body.explanation);
-      out.replaceChildren(summary, el("div", {class: "columns"}, qualified,
-                                      el("div", {}, why)));
+      out.replaceChildren(summary, headroom, el("div", {class: "columns"}, qualified,
+                                                el("div", {}, why)));
     } else {
       out.replaceChildren(
         el("p", {id: "fit-summary", class: "summary", "data-qualified": roots.length},
            `${fmt(roots.length)} trees qualify.`),
+        headroom,
         el("p", {class: "hint", id: "fit-no-explain"},
            "This server has no /explain/allocation_candidates: why the others do not "
            + "qualify cannot be shown."),

@@ -18,12 +18,12 @@ from allotment import errors
 from allotment.candidates import explain as diagnosis
 from allotment.handlers.allocation_candidates import (
     client_gone,
-    parse_request,
     render_body,
     settings_from_conf,
 )
 from allotment.handlers.base import Resource
 from allotment.http import render
+from allotment.http.candidates_query import parse_request
 from allotment.http.context import Request
 from allotment.http.errors import explain as word_refusals
 from allotment.http.operations import Operation, Schema, ok

@@ -23,9 +23,10 @@ import falcon
 
 from allotment import errors
 from allotment.candidates import headroom
-from allotment.handlers.allocation_candidates import client_gone, parse_request
+from allotment.handlers.allocation_candidates import client_gone
 from allotment.handlers.base import Resource
 from allotment.http import render
+from allotment.http.candidates_query import parse_request
 from allotment.http.context import Request
 from allotment.http.errors import explain as word_refusals
 from allotment.http.operations import Operation, Schema, ok

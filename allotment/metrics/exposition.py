@@ -20,8 +20,10 @@ generic renderer takes seconds for the ~200,000 samples of 10,000 providers,
 string formatting per row a tenth of that. Then the audit's counts per kind of
 finding (``allotment_audit_findings{kind}``, ``ledger.audit.count``), read at
 most once per ``AUDIT_CACHE_SECONDS`` in each worker: they are whole-table
-counts, and an alert on them needs no fresher value. Scrapes themselves are
-not counted as API requests.
+counts, and an alert on them needs no fresher value. Then the headroom of the
+request shapes named in ``[allotment] headroom_requests`` (``allotment_headroom
+{request}``, ``allotment.metrics.headroom``), kept as long. Scrapes themselves
+are not counted as API requests.
 """
 
 from __future__ import annotations
@@ -43,11 +45,14 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import QueuePool
 
 from allotment import errors
+from allotment.candidates.budget import Budget, Limits
+from allotment.candidates.model import ReadModel
 from allotment.db.availability import DatabaseUnavailable
 from allotment.db.engine import Database
 from allotment.http.environ import REQUEST_ID_ENVIRON
 from allotment.ledger import audit, capacity
 from allotment.metrics import REFUSAL_CODE_ENVIRON, Metrics, enable
+from allotment.metrics.headroom import HeadroomGauges, parse_shapes
 
 LOG = logging.getLogger(__name__)
 
@@ -69,19 +74,30 @@ ALLOCATION_WRITES = {
 CONCURRENT_UPDATE = errors.CONCURRENT_UPDATE
 
 
-def with_metrics(app: WSGIApp, conf: Any, db: Database, routes: list[str]) -> WSGIApp:
-    """``app`` with /metrics and request metrics, if ``[allotment] metrics`` is on."""
+def with_metrics(app: WSGIApp, conf: Any, db: Database, routes: list[str],
+                 read_model: ReadModel | None = None,
+                 budget: Callable[[], Budget] | None = None) -> WSGIApp:
+    """``app`` with /metrics and request metrics, if ``[allotment] metrics`` is on.
+
+    ``read_model`` and ``budget`` (the worker's, as the handlers have them) count
+    the headroom of ``[allotment] headroom_requests``; a bad entry there raises
+    ``ValueError`` now.
+    """
     if not conf.allotment.metrics:
         return app
+    shapes = parse_shapes(conf.allotment.headroom_requests)
     metrics, registry = enable()
     instrument_database(db, metrics)
 
     findings = AuditFindings(db, audit.Settings.from_conf(conf))
+    room = HeadroomGauges(db, read_model, budget or (lambda: Budget(Limits.from_conf(conf))),
+                          shapes)
 
     def scrape() -> bytes:
         from prometheus_client import generate_latest
 
-        return generate_latest(registry) + render_capacity(db) + findings.render()
+        return (generate_latest(registry) + render_capacity(db) + findings.render()
+                + room.render())
 
     return MetricsMiddleware(app, metrics, scrape, routes,
                              parse_listen(conf.allotment.metrics_listen))

@@ -397,7 +397,40 @@ def test_what_fits(browser, cloud):
         full = excluded[cloud.roots["host-078"]]["reasons"]
         assert [(r["filter"], r["resource_class"]) for r in full] == [("capacity", "VCPU")]
         assert cloud.roots["host-078"] not in qualified
+    # Beside them, GET /headroom's count for the same query.
+    room = cloud.get(f"/headroom?{query}")
+    expect(page.locator("#fit-headroom")).to_have_attribute("data-total", str(room["total"]))
     _shot(page, "what-fits")
+    page.context.close()
+
+
+def test_what_fits_headroom(browser, cloud):
+    """The box's headroom is GET /headroom's for its query: the total, whether it is
+    exact, the five roots with the most room and the count per aggregate."""
+    query = f"resources=VCPU:4,MEMORY_MB:8192&member_of={AGGREGATE}"
+    room = cloud.get(f"/headroom?{query}&limit=5")
+    # The 50 even hosts are in the aggregate, so all that fit fit in it.
+    assert room["optimal"] and room["total"] > 0
+    assert room["aggregates"] == {AGGREGATE: room["total"]}
+    page = _open(browser, cloud, "#fits")
+    page.fill("#fit-resources", "VCPU:4,MEMORY_MB:8192")
+    page.fill("#fit-member-of", AGGREGATE)
+    page.fill("#fit-limit", "5")
+    page.click("#fits-form button[type=submit]")
+    box = page.locator("#fit-headroom")
+    expect(box).to_have_attribute("data-total", str(room["total"]))
+    expect(box).to_have_attribute("data-optimal", "true")
+    expect(box.locator(".summary")).to_have_text(f"{room['total']:,} more fit (exact)")
+    roots = box.locator("#fit-headroom-roots > li")
+    expect(roots).to_have_count(5)
+    assert roots.evaluate_all("li => li.map(x => [x.dataset.uuid, +x.dataset.count])") == [
+        [root["uuid"], root["count"]] for root in room["roots"]]
+    expect(roots.first).to_contain_text(room["roots"][0]["name"])
+    aggregates = box.locator("#fit-headroom-aggregates > li")
+    assert aggregates.evaluate_all("li => li.map(x => [x.dataset.uuid, +x.dataset.count])") == [
+        [AGGREGATE, room["total"]]]
+    expect(page.locator("#fit-qualified > li.host")).to_have_count(50)
+    _shot(page, "headroom", full_page=False)
     page.context.close()
 
 
