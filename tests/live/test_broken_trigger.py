@@ -72,7 +72,7 @@ SPOILS = {
              "reopened allocations and trying again"),
     "name": (b"TRIGGER allotment_guard_insert BEFORE", b"TRIGGR allotment_guard_insert BEFORE",
              "trigger (unnamed) broken in the database's table cache; reopened "
-             "allocations, inventories, placement_aggregates, resource_classes, "
+             "allocations, consumers, inventories, placement_aggregates, resource_classes, "
              "resource_provider_aggregates, resource_provider_traits, resource_providers, "
              "traits and trying again"),
 }
