@@ -484,7 +484,7 @@ def test_out_of_file_descriptors_the_worker_pauses_accepting(
             sock = stack.enter_context(_connect(short_server))
             sock.sendall(head + part)
             held.append(sock)
-            assert _wait_for(lambda c=count: _descriptors(worker) >= c + 2, within=5), \
+            assert _wait_for(lambda c=count: _descriptors(worker) >= c + 2, within=20), \
                 "a half-sent body did not take a socket and a file"
         held.extend(stack.enter_context(_connect(short_server)) for _ in range(6))
         _quiet_while_short(short_server, worker, lines_before)
