@@ -7,6 +7,10 @@ CONSTRAINTS ?= constraints.txt
 $(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
+# setuptools notes "Editable installation. Please be careful with folders ... same name
+# as your package": InformationOnly, not a deprecation; every editable install of a
+# layout without src/ prints it. Builds of the sdist and the wheel print nothing
+# (tests/live/test_packaging.py).
 	$(VENV)/bin/pip install -q -c $(CONSTRAINTS) -e '.[test]'
 	touch $@
 
