@@ -1,0 +1,201 @@
+"""A write's cost on the history does not grow with the history it touches.
+
+The history triggers (migrations 0005, 0006) merge a transaction's changes to
+one key into one entry, so each write looks up "this transaction's entry for
+(consumer, provider, class)" or "(provider, class)". Those lookups must be one
+index probe each, not a walk over every entry the consumer or provider ever
+had: a long-lived instance moved often, or a busy host, must not get slower
+with age.
+
+The work is counted, not timed, in each of allotment's write transactions
+(between the write context's first and last statement): on PostgreSQL the
+rows the transaction read from the history tables and their indexes
+(``pg_stat_get_xact_*``), on MariaDB the session's ``Handler_read_*``
+counters (every row any statement of the transaction read, triggers
+included), on SQLite the virtual machine's steps (a progress handler). A
+write on a consumer and a provider with 10,000 entries each must cost what
+the same write costs on fresh ones in the same database.
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from alembic import command
+
+from allotment.db import migrate
+from allotment.db import tables as t
+from allotment.db.engine import write_transaction
+from allotment.db.writer import WriteContext
+from tests import conftest
+from tests.support.claims_support import provider_with, put
+from tests.test_schema import fresh_engine
+
+ENTRIES = 10_000
+
+# Rows read from the history's tables and indexes in the current transaction.
+_PG_HISTORY_READS = sa.text(
+    "SELECT COALESCE(SUM(pg_stat_get_xact_tuples_returned(c.oid) "
+    "+ pg_stat_get_xact_tuples_fetched(c.oid)), 0) FROM pg_class c "
+    "WHERE c.relname LIKE 'allotment\\_%\\_history%'")
+_MYSQL_READS = sa.text(
+    "SELECT SUM(VARIABLE_VALUE) FROM information_schema.SESSION_STATUS "
+    "WHERE VARIABLE_NAME LIKE 'HANDLER\\_READ\\_%'")
+
+
+class CountingContext(WriteContext):
+    """The write context, counting the work each write transaction did."""
+
+    def __init__(self, dialect: str) -> None:
+        super().__init__(dialect)
+        self.counts: list[int] = []
+        self._start = 0
+        self._steps = 0
+
+    def begin(self, conn: sa.Connection) -> None:
+        if self.dialect == "mysql":
+            self._start = int(conn.execute(_MYSQL_READS).scalar_one())
+        elif self.dialect == "sqlite":
+            self._steps = 0
+            conn.connection.driver_connection.set_progress_handler(self._step, 1)
+        super().begin(conn)
+
+    def end(self, conn: sa.Connection) -> None:
+        if self.dialect == "postgresql":
+            self.counts.append(int(conn.execute(_PG_HISTORY_READS).scalar_one()))
+        elif self.dialect == "mysql":
+            self.counts.append(int(conn.execute(_MYSQL_READS).scalar_one()) - self._start)
+        else:
+            conn.connection.driver_connection.set_progress_handler(None, 1)
+            self.counts.append(self._steps)
+        super().end(conn)
+
+    def _step(self) -> int:
+        self._steps += 1
+        return 0
+
+    def work_of(self, write: Callable[[], Any]) -> int:
+        """The work of the write transactions ``write`` ran."""
+        self.counts = []
+        write()
+        assert self.counts, "no write transaction was counted"
+        return sum(self.counts)
+
+
+@pytest.fixture
+def counting(database: Any) -> Iterator[CountingContext]:
+    original = database.db.write_context
+    counting = CountingContext(database.backend)
+    database.db.write_context = counting
+    yield counting
+    database.db.write_context = original
+
+
+def _ids(database: Any, rp: str) -> tuple[int, int]:
+    with database.engine.connect() as conn:
+        rp_id = conn.execute(sa.select(t.resource_providers.c.id)
+                             .where(t.resource_providers.c.uuid == rp)).scalar_one()
+        vcpu = conn.execute(sa.select(t.resource_classes.c.id)
+                            .where(t.resource_classes.c.name == "VCPU")).scalar_one()
+    return rp_id, vcpu
+
+
+def _long_history(database: Any, consumer: str, rp: str) -> None:
+    """ENTRIES allocation entries for ``consumer`` on ``rp`` and ENTRIES inventory
+    entries for ``rp``, as many earlier transactions would have left them."""
+    rp_id, vcpu = _ids(database, rp)
+    when = datetime.datetime(2026, 1, 1)
+    common = {"created_at": when, "resource_provider_id": rp_id, "resource_provider_uuid": rp,
+              "resource_class_id": vcpu, "resource_class": "VCPU", "writer": "outside"}
+    # Negative transaction ids: no real transaction's (whose entries would merge).
+    allocations = [{**common, "txn": -n, "consumer_uuid": consumer, "project_id": "proj",
+                    "user_id": "user", "used_before": n % 4, "used_after": (n + 1) % 4}
+                   for n in range(1, ENTRIES + 1)]
+    inventories = [{**common, "txn": -n, "resource_provider_generation": n,
+                    "total_before": 64 + n % 2, "total_after": 64 + (n + 1) % 2}
+                   for n in range(1, ENTRIES + 1)]
+    with database.engine.begin() as conn:
+        conn.execute(t.allocation_history.insert(), allocations)
+        conn.execute(t.inventory_history.insert(), inventories)
+
+
+def _generation(client: Any, rp: str) -> int:
+    return client.get(f"/resource_providers/{rp}").json()["generation"]
+
+
+def _replace_allocations(client: Any, consumer: str, rp: str) -> None:
+    # A new project: the consumer's owner changes too (its trigger runs).
+    resp = put(client, consumer, {rp: {"VCPU": 3, "MEMORY_MB": 1024}}, 1, project="other")
+    assert resp.status == 204, resp
+
+
+def _replace_inventories(client: Any, rp: str) -> None:
+    resp = client.put(f"/resource_providers/{rp}/inventories", {
+        "resource_provider_generation": _generation(client, rp),
+        "inventories": {"VCPU": {"total": 128}, "MEMORY_MB": {"total": 8192},
+                        "DISK_GB": {"total": 100}}})
+    assert resp.status == 200, resp
+
+
+def test_a_write_costs_the_same_whatever_history_it_touches(client, database, counting):
+    aged_rp = provider_with(client, "aged", VCPU=64, MEMORY_MB=4096)
+    fresh_rp = provider_with(client, "fresh", VCPU=64, MEMORY_MB=4096)
+    aged, fresh = str(uuid.uuid4()), str(uuid.uuid4())
+    for consumer, rp in ((aged, aged_rp), (fresh, fresh_rp)):
+        assert put(client, consumer, {rp: {"VCPU": 2, "MEMORY_MB": 512}}).status == 204
+    _long_history(database, aged, aged_rp)
+
+    work = {
+        "allocations": (counting.work_of(lambda: _replace_allocations(client, aged, aged_rp)),
+                        counting.work_of(lambda: _replace_allocations(client, fresh, fresh_rp))),
+        "inventories": (counting.work_of(lambda: _replace_inventories(client, aged_rp)),
+                        counting.work_of(lambda: _replace_inventories(client, fresh_rp))),
+    }
+    # The same statements on rows of the same shapes: the same work, give or take
+    # a few reads (the aged provider's row sits elsewhere in its table).
+    for kind, (on_aged, on_fresh) in work.items():
+        assert on_aged <= on_fresh * 1.1 + 20, (kind, work)
+        if database.backend == "postgresql":
+            # Counted there: the history rows read, a few per entry written, not
+            # the whole table (a plan that scans reads all 20,000 for any write).
+            assert on_fresh <= 100, (kind, work)
+
+    # And the entries are what the history always recorded.
+    entries = client.get(f"/history/allocations?consumer_uuid={aged}&limit=3").json()["entries"]
+    assert sorted((e["resource_class"], e["used_before"], e["used_after"], e["project_id"])
+                  for e in entries[:2]) == [("MEMORY_MB", 512, 1024, "other"),
+                                            ("VCPU", 2, 3, "other")]
+    inventory = client.get(f"/history/inventories?resource_provider_uuid={aged_rp}&limit=3")
+    assert sorted((e["resource_class"], e["total_before"], e["total_after"])
+                  for e in inventory.json()["entries"]) == [
+        ("DISK_GB", None, 100), ("MEMORY_MB", 4096, 8192), ("VCPU", 64, 128)]
+
+
+@pytest.mark.parametrize("backend", conftest._backends())
+def test_migration_0006_goes_up_and_down(backend, tmp_path):
+    """0006 only adds the two indexes: down to 0005 drops them, up again restores them."""
+    def index_names(engine: sa.Engine) -> set[str]:
+        insp = sa.inspect(engine)
+        return {index["name"] for table in (t.allocation_history, t.inventory_history)
+                for index in insp.get_indexes(table.name)}
+
+    added = {f"{t.allocation_history.name}_txn_key_idx", f"{t.inventory_history.name}_txn_key_idx"}
+    with fresh_engine(backend, tmp_path) as engine:
+        migrate.upgrade(engine, "0005")
+        at_0005 = index_names(engine)
+        assert not added & at_0005
+        migrate.upgrade(engine)
+        assert migrate.current(engine) == "0006"
+        assert index_names(engine) == at_0005 | added
+        # Down: no command of allotment's downgrades, so alembic's own, as 0006 is written.
+        with write_transaction(engine) as conn:
+            command.downgrade(migrate._config(conn), "0005")
+        assert migrate.current(engine) == "0005"
+        assert index_names(engine) == at_0005
+        migrate.upgrade(engine)
+        assert index_names(engine) == at_0005 | added
