@@ -15,11 +15,17 @@ _rpa = t.resource_provider_aggregates
 
 
 def provider_aggregates(conn: sa.Connection, provider_id: int) -> list[str]:
-    """The uuids of the provider's aggregates, oldest aggregate first."""
-    rows = conn.execute(
-        sa.select(_agg.c.uuid).select_from(_agg.join(_rpa, _rpa.c.aggregate_id == _agg.c.id))
-        .where(_rpa.c.resource_provider_id == provider_id).order_by(_agg.c.id))
-    return [row.uuid for row in rows]
+    """The uuids of the provider's aggregates, oldest aggregate first.
+
+    The links by their provider index, each aggregate's uuid by its id: index
+    probes whatever the planner knows (a join was a hash join over every
+    aggregate on a database without statistics).
+    """
+    uuid = (sa.select(_agg.c.uuid).where(_agg.c.id == _rpa.c.aggregate_id)
+            .scalar_subquery().label("uuid"))
+    rows = conn.execute(sa.select(uuid).where(_rpa.c.resource_provider_id == provider_id)
+                        .order_by(_rpa.c.aggregate_id))
+    return [row.uuid for row in rows if row.uuid is not None]
 
 
 def ensure_aggregate(conn: sa.Connection, uuid: str) -> int:

@@ -101,16 +101,42 @@ class ConsumerAllocations:
     held: list[Held] = field(default_factory=list)
 
 
+# Lookups by key, one row each, in the select list: a correlated scalar
+# subquery is always run as an index probe per allocation row, whatever the
+# planner knows of the tables' sizes. As joins they were planned, on a
+# PostgreSQL without statistics, as hash joins that read every consumer (or
+# provider) to answer for a few rows (tests/test_plans_without_statistics.py).
+_A_HELD = t.allocations
+
+
+def _by_key(table: sa.Table, column: str, key: sa.ColumnElement[Any],
+            label: str, match: str = "id") -> sa.Label[Any]:
+    return (sa.select(table.c[column]).where(table.c[match] == key)
+            .scalar_subquery().label(label))
+
+
 def _held_select() -> sa.Select:
-    a, rp, c = t.allocations, t.resource_providers, t.consumers
-    return (sa.select(rp.c.uuid.label("provider_uuid"),
-                      rp.c.generation.label("provider_generation"),
-                      c.c.uuid.label("consumer_uuid"),
-                      c.c.generation.label("consumer_generation"),
+    """Allocation rows with their provider's and consumer's uuid and generation.
+
+    A row whose consumer row is missing (written behind our back) comes with
+    ``consumer_generation`` None: ``_rows_with_consumer`` drops it, as the
+    join it replaces did (the generation column is NOT NULL).
+    """
+    a, rp, c = _A_HELD, t.resource_providers, t.consumers
+    return (sa.select(_by_key(rp, "uuid", a.c.resource_provider_id, "provider_uuid"),
+                      _by_key(rp, "generation", a.c.resource_provider_id,
+                              "provider_generation"),
+                      a.c.consumer_id.label("consumer_uuid"),
+                      _by_key(c, "generation", a.c.consumer_id, "consumer_generation",
+                              match="uuid"),
                       a.c.resource_class_id, a.c.used, a.c.created_at, a.c.updated_at)
-            .select_from(a.join(rp, a.c.resource_provider_id == rp.c.id)
-                         .join(c, a.c.consumer_id == c.c.uuid))
             .order_by(a.c.id))
+
+
+def _rows_with_consumer(rows: Sequence[sa.Row[Any]]) -> list[sa.Row[Any]]:
+    """The rows whose consumer (and provider) exist: what an inner join kept."""
+    return [row for row in rows
+            if row.consumer_generation is not None and row.provider_uuid is not None]
 
 
 def _to_held(conn: sa.Connection, rows: Sequence[sa.Row[Any]]) -> list[Held]:
@@ -128,31 +154,47 @@ def for_consumer(conn: sa.Connection, consumer_uuid: str) -> ConsumerAllocations
     """What a consumer holds; None when it holds nothing.
 
     One statement, so that the consumer's generation and its allocations
-    are read from the same committed state.
+    are read from the same committed state: the consumer's one row by its
+    unique uuid, its allocations by their consumer index, each provider by
+    its id.
     """
     p, u, ct = t.projects, t.users, t.consumer_types
     c = t.consumers
-    sel = _held_select().add_columns(
-        c.c.id.label("consumer_id"), p.c.external_id.label("project"),
-        u.c.external_id.label("user"), ct.c.name.label("consumer_type"))
-    sel = (sel.join(p, c.c.project_id == p.c.id).join(u, c.c.user_id == u.c.id)
-           .outerjoin(ct, c.c.consumer_type_id == ct.c.id)
-           .where(t.allocations.c.consumer_id == consumer_uuid))
-    rows = conn.execute(sel).all()
+    consumer = (sa.select(c.c.id.label("consumer_id"), c.c.uuid.label("consumer_uuid"),
+                          c.c.generation.label("consumer_generation"),
+                          p.c.external_id.label("project"), u.c.external_id.label("user"),
+                          ct.c.name.label("consumer_type"))
+                .select_from(c.join(p, c.c.project_id == p.c.id)
+                             .join(u, c.c.user_id == u.c.id)
+                             .outerjoin(ct, c.c.consumer_type_id == ct.c.id))
+                .where(c.c.uuid == consumer_uuid).subquery("consumer"))
+    a, rp = _A_HELD, t.resource_providers
+    columns = (_by_key(rp, "uuid", a.c.resource_provider_id, "provider_uuid"),
+               _by_key(rp, "generation", a.c.resource_provider_id, "provider_generation"),
+               consumer.c.consumer_uuid, consumer.c.consumer_generation,
+               a.c.resource_class_id, a.c.used, a.c.created_at, a.c.updated_at,
+               consumer.c.consumer_id, consumer.c.project, consumer.c.user,
+               consumer.c.consumer_type)
+    sel: sa.Select[Any] = (
+        sa.select(*columns)
+        .select_from(consumer.join(a, a.c.consumer_id == consumer.c.consumer_uuid))
+        .where(a.c.consumer_id == consumer_uuid).order_by(a.c.id))
+    rows = [row for row in conn.execute(sel).all() if row.provider_uuid is not None]
     if not rows:
         return None
     first = rows[0]
-    consumer = consumers.Consumer(id=first.consumer_id, uuid=first.consumer_uuid,
-                                  generation=first.consumer_generation, project=first.project,
-                                  user=first.user, consumer_type=first.consumer_type)
-    return ConsumerAllocations(consumer=consumer, held=_to_held(conn, rows))
+    found = consumers.Consumer(id=first.consumer_id, uuid=first.consumer_uuid,
+                               generation=first.consumer_generation, project=first.project,
+                               user=first.user, consumer_type=first.consumer_type)
+    return ConsumerAllocations(consumer=found, held=_to_held(conn, rows))
 
 
 def for_provider(conn: sa.Connection, provider_id: int) -> list[Held]:
     """Every allocation against one provider."""
     rows = conn.execute(
-        _held_select().where(t.allocations.c.resource_provider_id == provider_id)).all()
-    return _to_held(conn, rows)
+        _held_select().where(_A_HELD.c.resource_provider_id == provider_id)
+        .with_hint(_A_HELD, capacity.BY_PROVIDER_AND_CLASS, "mysql")).all()
+    return _to_held(conn, _rows_with_consumer(rows))
 
 
 def delete_for_consumer(conn: sa.Connection, consumer_uuid: str) -> None:

@@ -36,7 +36,6 @@ from allotment.ledger.filters import AggregateFilter, TraitFilter
 
 _rp = t.resource_providers.alias("rp")
 _root = t.resource_providers.alias("root_rp")
-_parent = t.resource_providers.alias("parent_rp")
 
 
 @dataclass(frozen=True)
@@ -54,14 +53,22 @@ class Provider:
 
 
 def _select() -> sa.Select:
-    return (
-        sa.select(_rp.c.id, _rp.c.uuid, _rp.c.name, _rp.c.generation,
-                  _rp.c.root_provider_id, _rp.c.parent_provider_id,
-                  _root.c.uuid.label("root_uuid"), _parent.c.uuid.label("parent_uuid"),
-                  _rp.c.created_at, _rp.c.updated_at)
-        .select_from(_rp.join(_root, _rp.c.root_provider_id == _root.c.id)
-                     .outerjoin(_parent, _rp.c.parent_provider_id == _parent.c.id))
-    )
+    """Providers with their root's and parent's uuid, each looked up by id.
+
+    Lookups in the select list, not joins: a correlated scalar subquery is
+    an index probe per row whatever the planner knows, where joins were
+    planned as hash joins over every provider on a database without
+    statistics (tests/test_plans_without_statistics.py).
+    """
+    def uuid_of(link: sa.Column[Any], label: str) -> sa.Label[Any]:
+        return (sa.select(_root.c.uuid).where(_root.c.id == link)
+                .scalar_subquery().label(label))
+    return sa.select(_rp.c.id, _rp.c.uuid, _rp.c.name, _rp.c.generation,
+                     _rp.c.root_provider_id, _rp.c.parent_provider_id,
+                     uuid_of(_rp.c.root_provider_id, "root_uuid"),
+                     uuid_of(_rp.c.parent_provider_id, "parent_uuid"),
+                     _rp.c.created_at, _rp.c.updated_at
+                     ).where(_rp.c.root_provider_id.is_not(None))  # as the join to the root did
 
 
 def _to_provider(row: sa.Row[Any]) -> Provider:

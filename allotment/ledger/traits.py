@@ -105,9 +105,16 @@ def delete(conn: sa.Connection, name: str) -> None:
 
 
 def provider_traits(conn: sa.Connection, provider_id: int) -> list[Trait]:
-    sel = (_select().select_from(_trait.join(_rpt, _rpt.c.trait_id == _trait.c.id))
-           .where(_rpt.c.resource_provider_id == provider_id).order_by(_trait.c.name))
-    return [_to_trait(row) for row in conn.execute(sel)]
+    """The provider's traits by name: its links by their provider index, each
+    trait by its id (index probes, whatever the planner knows of the tables)."""
+    def of_trait(column: str) -> sa.Label[Any]:
+        return (sa.select(_trait.c[column]).where(_trait.c.id == _rpt.c.trait_id)
+                .scalar_subquery().label(column))
+    sel = (sa.select(_rpt.c.trait_id.label("id"), of_trait("name"), of_trait("created_at"),
+                     of_trait("updated_at"))
+           .where(_rpt.c.resource_provider_id == provider_id).order_by(sa.text("name")))
+    rows: list[sa.Row[Any]] = list(conn.execute(sel))
+    return [_to_trait(row) for row in rows if row.name is not None]
 
 
 def replace_for_provider(conn: sa.Connection, provider_uuid: str, generation: int,

@@ -8,6 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from allotment.db import tables as t
+from allotment.ledger import capacity
 from allotment.ledger.common import class_names
 from allotment.ledger.consumers import UNKNOWN_TYPE
 
@@ -16,15 +17,18 @@ ALL_TYPES = "all"
 
 
 def for_provider(conn: sa.Connection, provider_id: int) -> dict[str, int]:
-    """Per class the provider has inventory of: the amount in use (0 when none)."""
-    inv, a = t.inventories, t.allocations
+    """Per class the provider has inventory of: the amount in use (0 when none).
+
+    The provider's inventory rows, each with its usage as ``capacity.usage``
+    defines it (a correlated sum over the allocations index on provider and
+    class): index probes whatever the planner knows, where a join to the
+    allocations was planned as a hash join without statistics.
+    """
+    inv = t.inventories
     rows = conn.execute(
-        sa.select(inv.c.resource_class_id, sa.func.coalesce(sa.func.sum(a.c.used), 0))
-        .select_from(inv.outerjoin(a, sa.and_(
-            a.c.resource_provider_id == inv.c.resource_provider_id,
-            a.c.resource_class_id == inv.c.resource_class_id)))
+        sa.select(inv.c.resource_class_id, capacity.usage(inv))
         .where(inv.c.resource_provider_id == provider_id)
-        .group_by(inv.c.resource_class_id)).all()
+        .order_by(inv.c.resource_class_id)).all()
     names = class_names(conn, {row[0] for row in rows})
     return {names[row[0]]: int(row[1]) for row in rows}
 
