@@ -3,7 +3,9 @@
 It reads placement.conf as ``allotment status`` does, opens the database
 once (no waiting: a monitoring job wants an answer now), checks that the
 schema is allotment's current one (the history tables are needed), and runs
-``ledger.audit`` in one snapshot. It changes nothing.
+``ledger.audit`` in one snapshot. It changes nothing and creates nothing: a
+SQLite database that does not exist (a typo, or no configuration at all) is an
+error, not a new empty file.
 
 Output: ``table`` (one line per finding: kind, subject, summary; then the
 counts) or ``json`` (the body GET /audit/allocations answers).
@@ -18,6 +20,7 @@ Exit status, for cron and monitoring checks:
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import TextIO
@@ -27,6 +30,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from allotment.db import migrate
 from allotment.db.availability import DatabaseUnavailable
+from allotment.db.engine import normalize_url
+from allotment.db.errors import one_line
 from allotment.db.setup import database_from_conf
 from allotment.http.history_render import render_report
 from allotment.ledger import audit
@@ -64,10 +69,14 @@ def run(conf: cfg.ConfigOpts, kinds: Sequence[str], limit: int, output: str = "t
     """Audit ``conf``'s database; print the report; the exit status."""
     out = out or sys.stdout
     err = err or sys.stderr
+    missing = _missing_sqlite_file(conf.placement_database.connection)
+    if missing is not None:
+        print(f"allotment audit: no database at {missing} (the audit creates none)", file=err)
+        return ERROR
     try:
         db = database_from_conf(conf)
     except Exception as exc:  # a missing or malformed connection URL, a missing driver
-        print(f"allotment audit: {exc}", file=err)
+        print(f"allotment audit: {one_line(exc)}", file=err)
         return ERROR
     try:
         current, head = migrate.current(db.engine), migrate.head()
@@ -78,7 +87,7 @@ def run(conf: cfg.ConfigOpts, kinds: Sequence[str], limit: int, output: str = "t
         with db.snapshot() as conn:
             report = audit.audit(conn, audit.Settings.from_conf(conf), kinds, limit)
     except (SQLAlchemyError, DatabaseUnavailable) as exc:
-        print(f"allotment audit: cannot read the database: {exc}", file=err)
+        print(f"allotment audit: cannot read the database: {one_line(exc)}", file=err)
         return ERROR
     finally:
         db.dispose()
@@ -87,6 +96,22 @@ def run(conf: cfg.ConfigOpts, kinds: Sequence[str], limit: int, output: str = "t
     else:
         out.write(table(report, kinds))
     return FINDINGS if any(report.counts[kind] for kind in kinds) else CLEAN
+
+
+def _missing_sqlite_file(url: str | None) -> str | None:
+    """The path of a SQLite database ``url`` names that does not exist (None: it
+    does, or ``url`` is no SQLite file)."""
+    if not url:
+        return None
+    try:
+        parsed = normalize_url(url)
+    except Exception:  # malformed: database_from_conf says so
+        return None
+    database = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:") \
+            or database.startswith("file:"):
+        return None
+    return None if os.path.exists(database) else os.path.abspath(database)
 
 
 def _subject(finding: audit.Finding) -> str:

@@ -2,6 +2,11 @@
 
 ``serve``, ``db``, ``status`` and ``audit`` (``allotment.audit_cli``: exit
 status 0 when nothing is found, 1 with findings, 2 when it cannot run).
+
+A command that cannot do its work says why in one line on stderr, never a
+traceback: a configuration file that is missing or malformed (exit 2; 255 for
+``status``, oslo.upgradecheck's "the checks could not run"), a database that
+cannot be reached or is another application's, an SQL error (exit 1).
 """
 
 from __future__ import annotations
@@ -36,7 +41,28 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def error_line(exc: BaseException) -> str:
+    from allotment.db.errors import one_line
+
+    return one_line(exc)
+
+
+def _say(line: str) -> None:
+    print(f"allotment: {line}", file=sys.stderr, flush=True)
+
+
+class ConfigurationError(Exception):
+    """placement.conf could not be read (missing, malformed, a bad value)."""
+
+
 def _load_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
+    try:
+        return _read_conf(args)
+    except (cfg.Error, ValueError, OSError) as exc:
+        raise ConfigurationError(error_line(exc)) from None
+
+
+def _read_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
     files = args.config_file if args.config_file else None
     conf = config.load(files, args.config_dir or [])
     if files is None and not config.default_config_files():
@@ -70,6 +96,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     try:
         extra_listen = _metrics_listener(conf)
+        _check_headroom_requests(conf)
     except ValueError as exc:
         print(f"allotment: {exc}", file=sys.stderr)
         return 2
@@ -77,8 +104,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     db = database_from_conf(conf)
     if not _database_reachable(db, conf):
         return 1
-    prepare_database(db, conf)
-    db.dispose()
+    try:
+        prepare_database(db, conf)
+    except Exception as exc:  # another application's database, an SQL error
+        _say(error_line(exc))
+        return 1
+    finally:
+        db.dispose()
     url = make_url(conf.placement_database.connection)
     shown = url.render_as_string(hide_password=True)
 
@@ -102,6 +134,15 @@ def _metrics_listener(conf: cfg.ConfigOpts) -> list[tuple[str, int]]:
 
     listen = parse_listen(conf.allotment.metrics_listen) if conf.allotment.metrics else None
     return [(listen[0] or "127.0.0.1", listen[1])] if listen else []
+
+
+def _check_headroom_requests(conf: cfg.ConfigOpts) -> None:
+    """``ValueError`` naming a bad ``[allotment] headroom_requests`` entry, before
+    serving (the workers would each fail on it)."""
+    from allotment.metrics.headroom import parse_shapes
+
+    if conf.allotment.metrics:
+        parse_shapes(conf.allotment.headroom_requests)
 
 
 def _database_reachable(db: Database, conf: cfg.ConfigOpts) -> bool:
@@ -136,6 +177,9 @@ def cmd_db(args: argparse.Namespace) -> int:
             print(f"database at revision {migrate.current(db.engine)}")
         elif args.db_command == "version":
             print(migrate.current(db.engine) or "None")
+    except Exception as exc:  # another application's database, an SQL error
+        _say(error_line(exc))
+        return 1
     finally:
         db.dispose()
     return 0
@@ -208,11 +252,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Exit status when placement.conf cannot be read, per command (else 2, as argparse).
+_CONFIGURATION_EXIT = {"status": 255}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING,
                         format="%(asctime)s %(process)d %(levelname)s %(name)s %(message)s")
-    return args.func(args)
+    try:
+        return args.func(args)
+    except ConfigurationError as exc:
+        _say(f"cannot read the configuration: {exc}")
+        return _CONFIGURATION_EXIT.get(args.command, 2)
 
 
 if __name__ == "__main__":

@@ -27,12 +27,18 @@ What differs, on purpose:
   (``a082b8bb98d0``); ``None`` for a database never synced.
 - ``db stamp`` takes allotment's revision names (or ``head``).
 
-Exit codes: 0 done; 1 a command that failed (no database, an unknown revision)
-or no command at all (help printed); 2 an argument error (argparse), or from
+Exit codes: 0 done; 1 a command that failed (no database, an unknown revision,
+another application's database, a schema ``db sync`` has not made yet) or no
+command at all (help printed); 2 an argument error (argparse, or a
+configuration file that is missing or malformed), or from
 ``online_data_migrations``, migrations that failed while none made progress;
 ``online_data_migrations`` also answers 1 when ``--max-count`` was given and its
 batch migrated rows (more may remain: run it again until 0), and 127 for a
-``--max-count`` that is not a positive integer.
+``--max-count`` that is not a positive integer. A larger ``--max-count`` than
+any table holds (``10**30``) means all rows, in one batch.
+
+Whatever fails says so in one line on stderr, never a traceback (``--debug``
+logs it).
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from oslo_config import cfg
 
 from allotment import config
 from allotment.db.engine import Database, write_transaction
+from allotment.db.errors import one_line
 
 LOG = logging.getLogger(__name__)
 
@@ -57,6 +64,9 @@ PROG = "placement-manage"
 
 # Batch size of online_data_migrations when --max-count is not given (upstream's).
 DEFAULT_BATCH = 50
+# The most rows one batch is asked for: a LIMIT every database takes, and more
+# rows than any Placement table holds.
+MAX_BATCH = 2**31 - 1
 
 # A step takes (connection, most rows to migrate) and answers (found, done).
 Step = Callable[[sa.Connection, int], "tuple[int, int]"]
@@ -91,6 +101,19 @@ def _database(conf: cfg.ConfigOpts) -> Iterator[Database]:
         yield db
     finally:
         db.dispose()
+
+
+def _require_schema(db: Database) -> None:
+    """``RuntimeError`` unless the schema is allotment's head: the data migrations'
+    statements need its tables (not another application's, nor an empty database)."""
+    from allotment.db import migrate
+
+    with db.engine.connect() as conn:
+        migrate.require_placement_database(conn)
+    current, head = migrate.current(db.engine), migrate.head()
+    if current != head:
+        raise RuntimeError(f"the database schema is at revision {current}, not {head}: "
+                           f'run "{PROG} db sync" first')
 
 
 class DbCommands:
@@ -131,6 +154,7 @@ class DbCommands:
             if max_count < 1:
                 print("Must supply a positive value for max_count")
                 return 127
+            max_count = min(max_count, MAX_BATCH)
             limited = True
         else:
             max_count, limited = DEFAULT_BATCH, False
@@ -139,6 +163,7 @@ class DbCommands:
         totals: dict[str, list[int]] = {}
         ran, failed = 0, False
         with _database(self.conf) as db:
+            _require_schema(db)
             while True:
                 batch, failed = self._batch(db, max_count)
                 ran = 0
@@ -183,9 +208,10 @@ class DbCommands:
             try:
                 with write_transaction(db.engine) as conn:
                     found, done = step(conn, max_count - ran)
-            except Exception:
+            except Exception as exc:
                 print(f"Error attempting to run {name}")
-                LOG.exception("Error attempting to run %s", name)
+                _say(f"{name}: {one_line(exc)}")
+                LOG.debug("Error attempting to run %s", name, exc_info=True)
                 failed, found, done = True, 0, 0
             if found:
                 print(f"{found} rows matched query {name}, {done} migrated")
@@ -232,7 +258,11 @@ def parse(argv: list[str]) -> tuple[cfg.ConfigOpts, DbCommands]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    conf, _ = parse(sys.argv[1:] if argv is None else argv)
+    try:
+        conf, _ = parse(sys.argv[1:] if argv is None else argv)
+    except (cfg.Error, ValueError) as exc:  # a missing or malformed configuration file
+        _say(f"cannot read the configuration: {one_line(exc)}")
+        return 2
     try:
         func = conf.command.func
     except cfg.NoSuchOptError:
@@ -242,8 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         return func() or 0
     except Exception as exc:  # the database, a revision: one line, not a traceback
         LOG.debug("%s failed", PROG, exc_info=True)
-        return _error(str(exc).strip().splitlines()[0] if str(exc).strip()
-                      else type(exc).__name__)
+        return _error(one_line(exc))
 
 
 if __name__ == "__main__":

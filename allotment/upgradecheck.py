@@ -2,7 +2,12 @@
 this database ready for this release?
 
 oslo.upgradecheck's table and exit codes (0 success, 1 warning, 2 failure,
-255 when a check cannot run). upstream ``placement-status``'s checks, with
+255 when a check cannot run). When the checks cannot run (no database
+configured, the database out of reach), oslo.upgradecheck's runner, and so
+upstream's ``placement-status``, prints ``Error:`` and a traceback on stdout;
+this prints one line on stderr saying why, with the same 255.
+
+upstream ``placement-status``'s checks, with
 its result levels (missing root provider ids: failure; incomplete
 consumers: warning; a JSON policy file: failure, oslo.upgradecheck's common
 check), after ours: the schema at allotment's head revision (failure).
@@ -16,7 +21,6 @@ upstream's command line: oslo.config's options (``--config-file``,
 from __future__ import annotations
 
 import sys
-import traceback
 from collections.abc import Callable
 
 import sqlalchemy as sa
@@ -27,6 +31,7 @@ from oslo_upgradecheck.upgradecheck import Code, Result
 from allotment import config
 from allotment.db import migrate
 from allotment.db.engine import Database
+from allotment.db.errors import one_line
 from allotment.db.setup import database_from_conf
 from allotment.ledger import unfinished_migrations
 
@@ -94,15 +99,16 @@ class Checks(upgradecheck.UpgradeCommands):
     )
 
 
-def run(conf: cfg.ConfigOpts, checks: Checks | None = None) -> int:
+def run(conf: cfg.ConfigOpts, checks: Checks | None = None,
+        prog: str = "allotment status") -> int:
     """Run the checks on ``conf``'s database; print the table; the exit code."""
     checks = checks or Checks(conf)
     try:
         return int(checks.check())
-    except Exception:
-        # As oslo.upgradecheck's own runner: the traceback, and a code no
-        # check result uses.
-        print("Error:\n" + traceback.format_exc())
+    except Exception as exc:
+        # oslo.upgradecheck's code for "could not run", which no check result
+        # uses; the reason in one line (its runner prints a traceback).
+        print(f"{prog}: the checks could not run: {one_line(exc)}", file=sys.stderr)
         return ERROR
     finally:
         checks.close()
@@ -114,12 +120,17 @@ def main(argv: list[str] | None = None) -> int:
     config.register_opts(conf)
     checks = Checks(conf)
     upgradecheck.register_cli_options(conf, checks)
-    conf(sys.argv[1:] if argv is None else argv, project="placement",
-         prog="placement-status", default_config_files=None)
+    try:
+        conf(sys.argv[1:] if argv is None else argv, project="placement",
+             prog="placement-status", default_config_files=None)
+    except (cfg.Error, ValueError) as exc:
+        print(f"placement-status: cannot read the configuration: {one_line(exc)}",
+              file=sys.stderr)
+        return ERROR
     # oslo.upgradecheck reads --json from its module's CONF (set by its own main,
     # which upstream does not call: there --json is accepted and ignored).
     upgradecheck.CONF = conf
-    return run(conf, checks)
+    return run(conf, checks, prog="placement-status")
 
 
 if __name__ == "__main__":

@@ -451,5 +451,6 @@ def test_command_line_errors(tmp_path, capsys, database):
     assert "--limit" in capsys.readouterr().err
     # A database without allotment's schema.
     empty = tmp_path / "empty.sqlite"
+    empty.touch()
     assert cli.main(["audit", "--database-url", f"sqlite:///{empty}"]) == 2
     assert 'run "allotment db upgrade"' in capsys.readouterr().err

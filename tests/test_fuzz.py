@@ -21,7 +21,8 @@ Schemathesis never makes the values that break databases and arithmetic, so
 ``test_hostile_values`` sends them on purpose (``tests/support/hostile_values.py``):
 NaN, the infinities and floats past float32 and float64 (as raw JSON tokens);
 integers past 32 and 64 bits; NUL and lone surrogates (as JSON escapes, and as
-``%00`` and ``%ED%A0%80`` in paths and queries). Each goes, one request at a
+``%00`` and ``%ED%A0%80`` in paths and queries); a newline after a valid path or
+query value (``%0A``). Each goes, one request at a
 time, into each field of each request body the document describes (from a valid
 base request per body schema, ``BASES``), each query parameter (and the numbered
 groups of /allocation_candidates) and each path parameter (``hostile_probes``).
@@ -75,6 +76,8 @@ from tests.support.hostile_values import (
     FIELD_VALUES,
     PERCENT,
     SLOT_VALUES,
+    TRAILING,
+    TRAILING_PERCENT,
     ConsumerGeneration,
     Fresh,
     Generation,
@@ -661,6 +664,10 @@ def _parameter_probes(method: str, template: str, spec: dict) -> Iterator[Probe]
                           value=character, where=f"path {name}",
                           refused_because=refused_by(params[name]["schema"],
                                                      insert(path[name], character)))
+        yield replace(base, path={**path, name: path[name] + TRAILING_PERCENT},
+                      value=TRAILING, where=f"path {name} (trailing newline)",
+                      refused_because=refused_by(params[name]["schema"],
+                                                 path[name] + TRAILING))
     names = [name for name, param in params.items() if param["in"] == "query"]
     for name in names + (list(GRANULAR_SLOTS) if template in GRANULAR_AT else []):
         for slot in (QUERY_SLOTS.get(f"{template} {name}") or QUERY_SLOTS.get(name)
@@ -676,6 +683,15 @@ def _parameter_probes(method: str, template: str, spec: dict) -> Iterator[Probe]
                               refused_because=refused_by(params[name]["schema"],
                                                          slot.template.format(value))
                               if name in params else None)
+            # A valid value, then a newline.
+            valid = slot.template.format("1" if slot.kind == "integer" else "")
+            query = [(other, base_value) for other, base_value in BASE_QUERIES.get(template, ())
+                     if other != name]
+            query += [*slot.extra, (name, valid + TRAILING_PERCENT)]
+            yield replace(base, query=query, value=TRAILING,
+                          where=f"query {name}={slot.template} (trailing newline)",
+                          refused_because=refused_by(params[name]["schema"], valid + TRAILING)
+                          if name in params else None)
 
 
 class ServerErrors(logging.Handler):

@@ -340,3 +340,113 @@ def test_a_huge_page_number_on_the_dashboard_is_a_400(database, number) -> None:
                  f"/dashboard/api/providers?offset={number}",
                  f"/dashboard/api/summary?limit={number}"):
         _assert_refused(dash.get(path))
+
+
+# --- allotment's own routes: what the rest of the API refuses, they refuse ------
+
+def _dashboard_client(database) -> PlacementClient:
+    from allotment.wsgi import make_app
+    from tests.conftest import make_conf
+
+    return PlacementClient(make_app(make_conf(database.url, allotment__dashboard=True),
+                                    db=database.db, prepare=False))
+
+
+_UUID_HEX = "0123456789abcdef0123456789abcdef"
+_UUID_DASHED = "01234567-89ab-cdef-0123-456789abcdef"
+
+
+@pytest.mark.parametrize("path", [
+    f"/history/allocations?consumer_uuid={_UUID_HEX}%0A",
+    f"/history/allocations?consumer_uuid={_UUID_DASHED}%0A",
+    f"/history/allocations?resource_provider_uuid={_UUID_HEX}%0A",
+    f"/history/inventories?resource_provider_uuid={_UUID_DASHED}%0A",
+    "/history/allocations?limit=5%0A",
+    "/history/inventories?marker=5%0A",
+    "/audit/allocations?limit=5%0A",
+    "/headroom?resources=VCPU:1&add=2xVCPU:8%0A",
+    "/headroom?resources=VCPU:1&add=2xVCPU:8*2.0%0A",
+    "/allocation_candidates?resources%0A=VCPU:1",
+])
+def test_a_trailing_newline_is_refused(client, database, path) -> None:
+    """A schema's ``$`` is the end of the text (JSON Schema's), not "before a final
+    newline" (Python's): such values were taken, then failed further in (500)."""
+    rp = _provider_with_vcpu(client)
+    resp = client.get(path, version=LATEST)
+    _assert_refused(resp)
+    _reads_answer(client, rp)
+
+
+@pytest.mark.parametrize("method, path, body", [
+    ("POST", "/resource_classes", {"name": "CUSTOM_NEWLINE\n"}),
+    ("PUT", "/allocations/{consumer}", _claim("{rp}", consumer_type="INSTANCE\n")),
+])
+def test_a_trailing_newline_in_a_body_is_refused(client, database, method, path, body) -> None:
+    rp = _provider_with_vcpu(client)
+    before = _fingerprint(database)
+    if "allocations" in body:
+        body = {**body, "allocations": {rp: body["allocations"]["{rp}"]}}
+    resp = client.request(method, path.format(consumer=uuid.uuid4()), body, version=LATEST)
+    _assert_refused(resp)
+    assert "does not match" in resp.detail and "\\n" in resp.detail, resp
+    assert _fingerprint(database) == before
+
+
+def test_a_long_query_string_is_refused_with_a_code(client) -> None:
+    long = "a" * (33 * 1024)
+    resp = client.get(f"/audit/allocations?kind={long}", version=LATEST)
+    _assert_refused(resp, 414)
+    assert resp.error_code == "placement.undefined_code", resp
+    # Before 1.23 no refusal carries a code.
+    old = client.get(f"/resource_providers?name={long}", version="1.22")
+    _assert_refused(old, 414)
+    assert "code" not in old.json()["errors"][0], old
+
+
+def test_the_add_form_is_shown_whole(client) -> None:
+    _provider_with_vcpu(client)
+    resp = client.get("/headroom?resources=VCPU:1&add=2xVCPU", version=LATEST)
+    _assert_refused(resp)
+    assert "COUNTxCLASS:TOTAL[*ALLOCATION_RATIO],..., e.g. 10xVCPU:64*4.0" in resp.detail, resp
+
+
+@pytest.mark.parametrize("path", ["/dashboard/api/consumers/%ED%A0%80",
+                                  "/dashboard/api/consumers/a%ED%BF%BFb",
+                                  "/dashboard/api/providers/%ED%A0%80/children",
+                                  "/dashboard/api/consumers/%FF"])
+def test_a_path_that_is_no_utf8_is_refused_on_the_dashboard(database, path) -> None:
+    """As a query string with such escapes is (not looked up as U+FFFD)."""
+    dash = _dashboard_client(database)
+    resp = dash.get(path)
+    _assert_refused(resp)
+    assert "no UTF-8" in resp.detail, resp
+    assert dash.get(f"/dashboard/api/consumers/{uuid.uuid4()}").status == 200
+
+
+def test_a_repeated_key_takes_its_last_value_on_allotments_routes(client) -> None:
+    """As upstream's routes read a key that is not repeatable (WebOb's ``GET[key]``,
+    and ``dict(GET)`` for the schema): docs/history.md says so for allotment's."""
+    rp = _provider_with_vcpu(client)
+    for total in (9, 10, 11):
+        resp = client.put(f"/resource_providers/{rp}/inventories/VCPU",
+                          {"resource_provider_generation": total - 8, "total": total},
+                          version=LATEST)
+        assert resp.status == 200, resp
+    page = client.get("/history/inventories?limit=1&limit=2", version=LATEST).json()
+    assert len(page["entries"]) == 2, page
+    refused = client.get("/history/inventories?limit=2&limit=x", version=LATEST)
+    _assert_refused(refused)
+    other = client.get(f"/history/inventories?resource_provider_uuid={uuid.uuid4()}"
+                       f"&resource_provider_uuid={rp}", version=LATEST).json()
+    assert len(other["entries"]) == 4, other
+
+
+def test_a_schema_pattern_ends_where_json_schema_says() -> None:
+    from allotment.http.patterns import python_pattern
+
+    assert python_pattern("^[0-9]{1,4}$").pattern == r"^[0-9]{1,4}\Z"
+    assert python_pattern("^a$|^b").pattern == r"^a\Z|^b"
+    # An escaped "$" and one in a class are characters, not the end.
+    assert python_pattern(r"^a\$[$]b$").pattern == r"^a\$[$]b\Z"
+    assert python_pattern("^[]$]$").pattern == r"^[]$]\Z"
+    assert python_pattern("^a$").search("a") and not python_pattern("^a$").search("a\n")

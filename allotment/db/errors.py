@@ -294,3 +294,10 @@ def install(engine: Engine) -> None:
             context.is_disconnect = True
         if raised is not None:
             _remember(raised, classified)
+
+
+def one_line(exc: BaseException) -> str:
+    """An error as a command shows it: one line, the driver's words for a database
+    error (no SQL, no traceback)."""
+    lines = driver_message(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

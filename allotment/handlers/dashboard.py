@@ -20,7 +20,7 @@ from allotment.handlers.base import Resource
 from allotment.http import render
 from allotment.http.context import Request
 from allotment.http.operations import CONSUMER_PARAM, UUID_PARAM, Operation, Schema, ok
-from allotment.http.request import Query, query, validate_query
+from allotment.http.request import Query, query, require_utf8_path, validate_query
 from allotment.ledger import overview
 from allotment.schemas import responses as r
 from allotment.schemas.dashboard import (
@@ -81,6 +81,7 @@ class DashboardResource(Resource, abc.ABC):
             req.context.bare_error = True
             raise falcon.HTTPRouteNotFound()
         self.authorize(req)
+        require_utf8_path(req)
         q = query(req)
         validate_query(q, self.query_schema(req))
         body = self.read(q, **params)

@@ -41,9 +41,11 @@ EXCLUDE_ROOTS = "exclude_roots"
 ADD = "add"
 
 # <count>x<CLASS>:<total>[*<ratio>],...
-_TEMPLATE = re.compile(r"^([0-9]{1,6})x(.+)$")
-_RECORD = re.compile(r"^([A-Z0-9_]+):([0-9]{1,10})(?:\*([0-9]{1,12}(?:\.[0-9]{1,12})?))?$")
-_ADD_FORM = ("Expected 'add' in the form <count>x<CLASS>:<total>[*<allocation_ratio>],..., "
+_TEMPLATE = re.compile(r"([0-9]{1,6})x(.+)", re.DOTALL)
+_RECORD = re.compile(r"([A-Z0-9_]+):([0-9]{1,10})(?:\*([0-9]{1,12}(?:\.[0-9]{1,12})?))?")
+# In capitals, not <count>...: an error's detail loses anything tag-like, as
+# upstream's WebOb bodies do (``http.errors``).
+_ADD_FORM = ("Expected 'add' in the form COUNTxCLASS:TOTAL[*ALLOCATION_RATIO],..., "
              "e.g. 10xVCPU:64*4.0,MEMORY_MB:262144,DISK_GB:2000")
 
 
@@ -76,7 +78,7 @@ def parse_exclude_roots(values: list[str]) -> tuple[str, ...]:
 
 def parse_template(value: str) -> headroom.HostTemplate:
     """One ``add`` value: ``<count>x<CLASS>:<total>[*<ratio>],...``."""
-    whole = _TEMPLATE.match(value)
+    whole = _TEMPLATE.fullmatch(value)
     if whole is None:
         raise _bad(f"{_ADD_FORM}. Got: {excerpt(value)}")
     count = int(whole.group(1))
@@ -84,7 +86,7 @@ def parse_template(value: str) -> headroom.HostTemplate:
         raise _bad(f"'{ADD}' imagines 1 to {headroom.MAX_ADDED_HOSTS} hosts. Got: {count}")
     records: dict[str, tuple[str, int, float]] = {}
     for item in whole.group(2).split(","):
-        found = _RECORD.match(item)
+        found = _RECORD.fullmatch(item)
         if found is None:
             raise _bad(f"{_ADD_FORM}. Got: {excerpt(item)} in {excerpt(value)}")
         name, total_text, ratio_text = found.groups()

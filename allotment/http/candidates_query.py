@@ -20,8 +20,9 @@ from allotment.schemas import allocation_candidates as schemas
 from allotment.schemas.common import GROUP_PATTERN, GROUP_PATTERN_1_33
 
 _GROUP_KEYS = "resources|required|member_of|in_tree"
-_KEY = re.compile(rf"^({_GROUP_KEYS})({GROUP_PATTERN})?$")
-_KEY_1_33 = re.compile(rf"^({_GROUP_KEYS})({GROUP_PATTERN_1_33})?$")
+# Matched whole (``fullmatch``: see ``allotment.http.patterns``).
+_KEY = re.compile(rf"({_GROUP_KEYS})({GROUP_PATTERN})?")
+_KEY_1_33 = re.compile(rf"({_GROUP_KEYS})({GROUP_PATTERN_1_33})?")
 
 
 class _Group:
@@ -51,7 +52,7 @@ def parse_groups(q: Query, version: Version) -> list[_Group]:
     pattern = _KEY_1_33 if version.has("string_group_suffix") else _KEY
     groups: dict[str, _Group] = {}
     for key, value in q.pairs:
-        found = pattern.match(key)
+        found = pattern.fullmatch(key)
         if not found:
             continue
         prefix, suffix = found.group(1), found.group(2) or ""

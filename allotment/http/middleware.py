@@ -52,10 +52,6 @@ class PlacementMiddleware:
         req.context.request_id = env.get(REQUEST_ID_ENVIRON)
         req.context.identity = env.get(IDENTITY_ENVIRON)
         req.context.max_json_depth = limits.max_json_depth
-        if len(env.get("QUERY_STRING", "")) > limits.max_query_string_length:
-            raise errors.PlacementError(
-                f"The query string is longer than the {limits.max_query_string_length} "
-                "bytes this server accepts.", status=414)
         headers = {}
         if "HTTP_OPENSTACK_API_VERSION" in env:
             headers["openstack-api-version"] = env["HTTP_OPENSTACK_API_VERSION"]
@@ -63,6 +59,11 @@ class PlacementMiddleware:
             headers["x-openstack-placement-api-version"] = env[
                 "HTTP_X_OPENSTACK_PLACEMENT_API_VERSION"]
         req.context.negotiated = microversion.negotiate(headers)
+        # After the negotiation: the refusal carries its code from 1.23, as all do.
+        if len(env.get("QUERY_STRING", "")) > limits.max_query_string_length:
+            raise errors.PlacementError(
+                f"The query string is longer than the {limits.max_query_string_length} "
+                "bytes this server accepts.", status=414)
         if "\x00" in env.get("PATH_INFO", ""):
             raise errors.BadRequest(f"The request's path {NUL_REFUSED}")
         length = env.get("CONTENT_LENGTH")

@@ -7,16 +7,21 @@ import json
 import uuid as uuidlib
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, unquote_to_bytes
 
 import jsonschema
 import jsonschema.exceptions
+import jsonschema.validators
 from jsonschema import Draft4Validator
 
 from allotment import errors
+from allotment.http import patterns
 from allotment.http.context import Request
 
 _FORMAT_CHECKER = jsonschema.FormatChecker()
+# Draft 4, with the patterns' ``$`` meaning the end of the text (``http.patterns``).
+SchemaValidator = jsonschema.validators.extend(Draft4Validator, patterns.KEYWORDS)
+
 
 def is_uuid_like(value: object) -> bool:
     """Upstream's notion of a uuid: 32 hex digits, dashes optional."""
@@ -35,15 +40,15 @@ def _check_uuid(instance: object) -> bool:
 
 # Schemas are module-level constants: one compiled validator per schema object
 # (the schema is kept in the value so its id cannot be reused).
-_VALIDATORS: dict[int, tuple[Mapping, Draft4Validator]] = {}
+_VALIDATORS: dict[int, tuple[Mapping, Any]] = {}
 
 
-def _validator(schema: Mapping) -> Draft4Validator:
+def _validator(schema: Mapping) -> Any:
     entry = _VALIDATORS.get(id(schema))
     if entry is None or entry[0] is not schema:
         if len(_VALIDATORS) > 512:  # only if someone builds schemas per request
             _VALIDATORS.clear()
-        entry = (schema, Draft4Validator(schema, format_checker=_FORMAT_CHECKER))
+        entry = (schema, SchemaValidator(schema, format_checker=_FORMAT_CHECKER))
         _VALIDATORS[id(schema)] = entry
     return entry[1]
 
@@ -123,6 +128,26 @@ def text_fault(text: str) -> str | None:
     except UnicodeEncodeError:
         return SURROGATE_REFUSED
     return None
+
+
+def require_utf8_path(req: Request) -> None:
+    """400 unless the request's path is UTF-8, as a query string must be (``Query``).
+
+    The WSGI server hands the path over as bytes (a latin-1 ``str``); Falcon
+    turns what is no UTF-8 (a lone surrogate's bytes, ``%ED%A0%80``) into U+FFFD,
+    which would then be looked up as a name. Both the decoded path and the URI as
+    sent (``REQUEST_URI``, waitress's; ``RAW_URI``, gunicorn's and Falcon's test
+    client's, which decodes the path itself) are checked. allotment's own routes
+    with path fields call this; upstream's answer such a path as upstream does.
+    """
+    env = req.env
+    sent = env.get("REQUEST_URI") or env.get("RAW_URI") or ""
+    try:
+        env.get("PATH_INFO", "").encode("latin-1").decode("utf-8")
+        unquote_to_bytes(sent.partition("?")[0]).decode("utf-8")
+    except UnicodeError:
+        raise errors.BadRequest("Invalid path: its percent-escapes are no UTF-8 (a lone "
+                                "surrogate, \\ud800-\\udfff, is not valid Unicode)") from None
 
 
 def _first_text_fault(value: Any) -> str | None:

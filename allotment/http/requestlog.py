@@ -37,7 +37,7 @@ CONTEXT_ENVIRON = "allotment.log_context"
 
 # A caller's (nova's) own request id, as oslo.middleware accepts it.
 _GLOBAL_REQUEST_ID = re.compile(
-    r"^req-[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}$")
+    r"req-[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}")
 
 # How much of a 4xx body the DEBUG line shows.
 _DETAIL_CHARS = 500
@@ -87,7 +87,7 @@ class RequestLog:
         caller_id = environ.get("HTTP_X_OPENSTACK_REQUEST_ID", "")
         context = oslo_context.RequestContext(
             request_id=environ.get(REQUEST_ID_ENVIRON),
-            global_request_id=caller_id if _GLOBAL_REQUEST_ID.match(caller_id) else None,
+            global_request_id=caller_id if _GLOBAL_REQUEST_ID.fullmatch(caller_id) else None,
             overwrite=True)
         environ[CONTEXT_ENVIRON] = context
         response = _Response()

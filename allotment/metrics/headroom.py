@@ -47,7 +47,7 @@ LOG = logging.getLogger(__name__)
 HEADROOM_CACHE_SECONDS = 60.0
 
 OPTION = "[allotment] headroom_requests"
-_NAME = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+_NAME = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def parse_shapes(lines: list[str]) -> list[Shape]:
         # A query string has a '=': without one after the name, the name is missing.
         if not sep or "=" not in query_string:
             raise ValueError(f"{OPTION}: expected '<name> = <query string>', not {line!r}")
-        if not _NAME.match(name):
+        if not _NAME.fullmatch(name):
             raise ValueError(f"{OPTION}: the name {name!r} must be 1 to 64 letters, digits, "
                              "'.', '_', ':' or '-'")
         if name in shapes:

@@ -205,7 +205,9 @@ def test_status_exit_codes(tmp_path: Path) -> None:
     nowhere = tmp_path / "none" / "placement.conf"
     nowhere.write_text("[DEFAULT]\n")
     broken = _status(nowhere)  # no connection: the checks cannot run
-    assert broken.returncode == 255 and broken.stdout.startswith("Error:")
+    assert broken.returncode == 255 and broken.stdout == ""
+    assert broken.stderr.startswith("placement-status: the checks could not run: ")
+    assert len(broken.stderr.strip().splitlines()) == 1
     assert _run(BIN / "placement-status").returncode == 2  # no command: argparse
 
 

@@ -11,7 +11,10 @@ Used by ``tests/test_fuzz.py`` (``test_hostile_values``). Three domains:
 * characters that databases refuse in text (``CHARACTERS``): NUL and lone
   surrogates, sent as JSON escapes (``\\u0000``, ``\\ud800``, ``\\udfff``) in bodies
   and as percent-escapes in paths and queries (``%00``; ``%ED%A0%80`` and
-  ``%ED%BF%BF``, a surrogate's bytes as UTF-8 would have them, which is no UTF-8).
+  ``%ED%BF%BF``, a surrogate's bytes as UTF-8 would have them, which is no UTF-8);
+* a newline at the end of a valid value (``TRAILING``, ``%0A``), which Python's ``$``
+  lets through a pattern that JSON Schema's ``$`` refuses (``refused_by`` judges
+  with JSON Schema's).
 
 A base body (a valid request written with ``Generation``, ``ConsumerGeneration``
 and ``Fresh`` where a value is only known when it is sent) is walked together with
@@ -32,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema import Draft202012Validator, FormatChecker, ValidationError, validators
 from jsonschema.exceptions import best_match
 
 NUMBERS: tuple[float, ...] = (math.nan, math.inf, -math.inf, 1e38, 3.4e38, 1e308, -1e308,
@@ -42,6 +45,9 @@ INTEGERS: tuple[int, ...] = _LARGE + tuple(-n for n in _LARGE)
 CHARACTERS: tuple[str, ...] = ("\x00", "\ud800", "\udfff")
 # Each character as a path or query string carries it (a surrogate as UTF-8 would have it).
 PERCENT = {c: quote(c.encode("utf-8", "surrogatepass"), safe="") for c in CHARACTERS}
+# After a valid value in a path or query (the end a pattern's "$" means).
+TRAILING = "\n"
+TRAILING_PERCENT = "%0A"
 # The numbers in a query string (no "+": it would read as a space).
 QUERY_NUMBERS: tuple[str, ...] = ("NaN", "Infinity", "-Infinity", "1e38", "3.4e38", "1e308",
                                   "-1e308", "5e-324")
@@ -242,11 +248,23 @@ def non_finite(value: Any) -> bool:
 _FORMATS = FormatChecker()
 
 
+def _ecma_pattern(validator: Any, pattern: str, instance: Any, schema: dict) -> Any:
+    """JSON Schema's ``pattern``: an ECMA-262 expression, whose ``$`` is the end of the
+    text (Python's also matches before a final newline; the document's patterns
+    escape no ``$``)."""
+    if validator.is_type(instance, "string") and not re.search(pattern.replace("$", r"\Z"),
+                                                               instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+_DOCUMENT_VALIDATOR = validators.extend(Draft202012Validator, {"pattern": _ecma_pattern})
+
+
 def refused_by(schema: dict, value: Any) -> str | None:
     """Why the document refuses ``value`` (None if it describes it as valid)."""
     if non_finite(value):
         return "JSON has no such number"
-    error = best_match(Draft202012Validator(schema, format_checker=_FORMATS).iter_errors(value))
+    error = best_match(_DOCUMENT_VALIDATOR(schema, format_checker=_FORMATS).iter_errors(value))
     return None if error is None else f"the document refuses it: {error.message[:200]}"
 
 
