@@ -167,7 +167,8 @@ ALLOTMENT_OPTS = [
                 help="Serve a read-only capacity dashboard at /dashboard. The page "
                      "itself holds no data; every data request it makes carries the "
                      "user's token and is checked by the allotment:dashboard:* "
-                     "policy rules."),
+                     "policy rules, whose defaults are the upstream rules for the same "
+                     "data (docs/access.md)."),
     # The audit (GET /audit/allocations, ``allotment audit``, allotment_audit_findings).
     cfg.IntOpt("audit_migration_age", default=86400, min=0,
                help="Seconds a migration's consumer (consumer type MIGRATION, or one "

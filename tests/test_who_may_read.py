@@ -248,3 +248,15 @@ def test_an_operations_read_role_in_policy_yaml(database, tmp_path):
         assert ops.get(path, headers=headers).status == 403, path
     # And a plain reader is still a plain reader.
     assert as_identity(app, "project_reader_a").get("/dashboard/api/providers").status == 403
+
+
+def test_the_docs_name_every_rule_and_carry_the_worked_example():
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "docs" / "access.md").read_text()
+    assert OPERATIONS_READER_POLICY in text
+    for rule in API_RULES:
+        if rule.upstream is not None:
+            assert f"`{rule.name}`" in text and f"`{rule.upstream}`" in text, rule.name
+            for _method, path in rule.operations:
+                assert path.rsplit("/", 1)[-1] in text, path
