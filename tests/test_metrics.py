@@ -321,3 +321,16 @@ def test_headroom_request_named_twice(database):
         "m1 = resources=VCPU:1", "m1 = resources=VCPU:2"])
     with pytest.raises(ValueError, match="'m1' is named twice"):
         make_app(conf, db=database.db, prepare=False)
+
+
+def test_metrics_listen_without_a_host_is_loopback():
+    from allotment.metrics.exposition import parse_listen
+
+    assert parse_listen("9778") == ("127.0.0.1", 9778)
+    assert parse_listen(":9778") == ("127.0.0.1", 9778)
+    assert parse_listen("10.0.0.5:9778") == ("10.0.0.5", 9778)
+    assert parse_listen("[::1]:9778") == ("::1", 9778)
+    assert parse_listen(None) is None
+    for bad in ("host", "host:", "host:99999", "host:1x", "1234567"):
+        with pytest.raises(ValueError):
+            parse_listen(bad)
