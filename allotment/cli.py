@@ -133,7 +133,7 @@ def _metrics_listener(conf: cfg.ConfigOpts) -> list[tuple[str, int]]:
     from allotment.metrics.exposition import parse_listen
 
     listen = parse_listen(conf.allotment.metrics_listen) if conf.allotment.metrics else None
-    return [(listen[0] or "127.0.0.1", listen[1])] if listen else []
+    return [listen] if listen else []
 
 
 def _check_headroom_requests(conf: cfg.ConfigOpts) -> None:

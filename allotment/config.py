@@ -141,10 +141,15 @@ ALLOTMENT_OPTS = [
                     "0 starts one after every request that finds none running (for tests)."),
     # Monitoring.
     cfg.BoolOpt("metrics", default=False,
-                help="Serve Prometheus metrics at /metrics (unauthenticated)."),
+                help="Serve Prometheus metrics at /metrics: on the API address for a "
+                     "token that the policy rule allotment:metrics allows (default: "
+                     "admin), or, with metrics_listen, without a token on that "
+                     "listener only."),
     cfg.StrOpt("metrics_listen",
-               help="host:port of a separate listener that serves only /metrics; "
-                    "when set, /metrics is not served on the API address."),
+               help="host:port (or a port alone: on 127.0.0.1) of a separate listener "
+                    "that serves only /metrics, without a token, for Prometheus; keep it "
+                    "on loopback or an internal network. When set, /metrics is not "
+                    "served on the API address."),
     cfg.MultiStrOpt("headroom_requests", default=[],
                     help="Named request shapes (flavors) whose headroom /metrics exports "
                          "(allotment_headroom{request}, and allotment_headroom_aggregate"
@@ -162,7 +167,8 @@ ALLOTMENT_OPTS = [
                 help="Serve a read-only capacity dashboard at /dashboard. The page "
                      "itself holds no data; every data request it makes carries the "
                      "user's token and is checked by the allotment:dashboard:* "
-                     "policy rules."),
+                     "policy rules, whose defaults are the upstream rules for the same "
+                     "data (docs/access.md)."),
     # The audit (GET /audit/allocations, ``allotment audit``, allotment_audit_findings).
     cfg.IntOpt("audit_migration_age", default=86400, min=0,
                help="Seconds a migration's consumer (consumer type MIGRATION, or one "

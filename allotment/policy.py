@@ -11,14 +11,30 @@ rules are upstream Placement's, so an operator's existing ``policy.yaml``
 - ``enforce_new_defaults = False`` (legacy): oslo.policy ORs each base rule
   with its deprecated default ``role:admin``, so an admin may also reshape.
 
-Some rules are allotment's own. For the dashboard's read-only data:
-``allotment:dashboard:providers`` and ``allotment:dashboard:usages``, admin
-or reader (of any project) in both modes. For the history of allocations and
-inventories (who wrote what, with request ids, across every project):
-``allotment:history:allocations`` and ``allotment:history:inventories``; and
-``allotment:audit:allocations`` (GET /audit/allocations: what looks wrong in
-the database, with the history behind it, every project's consumers named).
-Those three are admin only in both modes.
+Some rules are allotment's own, for data upstream does not serve. Each
+guards data that an upstream rule also guards, and its default never allows
+more than that rule (``ApiRule.upstream``; ``mirrored_routes()`` is the table
+of route -> upstream rule that the docs and the Keystone tests read):
+
+- the dashboard's JSON API: ``allotment:dashboard:providers`` (provider
+  trees, names, cloud-wide totals) defaults to
+  ``rule:placement:resource_providers:list``; ``allotment:dashboard:usages``
+  (usage per project and per consumer type) to ``rule:placement:usages``,
+  checked per project as ``GET /usages`` checks it, so a project reader sees
+  its own project only; ``allotment:dashboard:consumers`` (one consumer's
+  allocations) to ``rule:placement:allocations:list``. A default that *is*
+  the upstream rule follows it: an operator who widens or narrows
+  ``placement:resource_providers:list`` changes the dashboard with it, and
+  one who wants a read-only operations role writes the dashboard rule alone
+  (docs/access.md);
+- the history of allocations and inventories (who wrote what, with request
+  ids, across every project): ``allotment:history:allocations`` and
+  ``allotment:history:inventories``; the audit, ``allotment:audit:allocations``
+  (what looks wrong in the database, every project's consumers named); and
+  ``allotment:metrics`` (``GET /metrics`` on the API's address: every
+  provider's name, tree, inventory and usage). These four are admin only in
+  both modes: narrower than the upstream rules they are bounded by, which
+  also admit the service.
 
 Every API rule is scoped to projects: a system-scoped token
 (``OpenStack-System-Scope: all``) is refused whatever its roles. oslo.policy
@@ -57,18 +73,25 @@ LEGACY_ADMIN = oslo_policy.DeprecatedRule(
 ADMIN_OR_SERVICE = "rule:admin_or_service_api"
 SERVICE = "rule:service_api"
 ADMIN_OR_PROJECT_READER_OR_SERVICE = "rule:admin_or_project_reader_or_service_api"
-# Ours, not upstream's: the dashboard's read-only, cloud-wide views. A reader
-# (of any project) may look; nothing it guards writes.
-ADMIN_OR_READER = "role:admin or role:reader"
-# Their names: the dashboard's handlers check them and its OpenAPI entries name them.
+# Ours, not upstream's: the dashboard's read-only views. Each default is the
+# upstream rule guarding the same data, so it never allows more.
 DASHBOARD_PROVIDERS = "allotment:dashboard:providers"
 DASHBOARD_USAGES = "allotment:dashboard:usages"
+DASHBOARD_CONSUMERS = "allotment:dashboard:consumers"
 # Ours: the history and the audit show every project's consumers and the
-# request ids of their writes, so they are the admin's alone.
+# request ids of their writes, and /metrics every provider's name and usage,
+# so they are the admin's alone.
 ADMIN = "role:admin"
 HISTORY_ALLOCATIONS = "allotment:history:allocations"
 HISTORY_INVENTORIES = "allotment:history:inventories"
 AUDIT_ALLOCATIONS = "allotment:audit:allocations"
+METRICS = "allotment:metrics"
+
+# The target of a usage rule asked about every project at once (the
+# dashboard's lists across projects): no project id, so a check on the
+# target's project (``project_id:%(project_id)s``, a project reader's) fails
+# and only a role that reads any project's usage (admin, service) passes.
+EVERY_PROJECT: Mapping[str, str] = {}
 
 BASE_RULES: list[oslo_policy.RuleDefault] = [
     oslo_policy.RuleDefault(
@@ -99,12 +122,17 @@ BASE_RULES: list[oslo_policy.RuleDefault] = [
 
 @dataclass(frozen=True)
 class ApiRule:
-    """One API rule: its name, default, what it guards (for generated docs)."""
+    """One API rule: its name, default, what it guards (for generated docs).
+
+    ``upstream`` (allotment's own rules only) names the upstream rule that
+    guards the same data: the default ``check_str`` never allows more than it.
+    """
 
     name: str
     check_str: str
     description: str
     operations: tuple[tuple[str, str], ...]
+    upstream: str | None = None
 
 
 RP = "/resource_providers/{uuid}"
@@ -183,31 +211,47 @@ API_RULES: list[ApiRule] = [
     ApiRule("placement:reshaper:reshape", SERVICE,
             "Reshape Inventory and Allocations.", (("POST", "/reshaper"),)),
     # The dashboard's data (allotment's own, off unless [allotment] dashboard).
-    ApiRule(DASHBOARD_PROVIDERS, ADMIN_OR_READER,
+    ApiRule(DASHBOARD_PROVIDERS, "rule:placement:resource_providers:list",
             "Dashboard: provider trees with inventories, usage, traits and aggregates; "
-            "providers' names by uuid.",
+            "providers' names by uuid; cloud-wide totals, the fullest and emptiest "
+            "providers. Default: whoever may list resource providers.",
             (("GET", "/dashboard/api/providers"),
              ("GET", "/dashboard/api/providers/{uuid}/children"),
-             ("GET", "/dashboard/api/provider_names"))),
-    ApiRule(DASHBOARD_USAGES, ADMIN_OR_READER,
-            "Dashboard: cloud-wide totals, fullest and emptiest providers, usage per "
-            "project and consumer type, a consumer's allocations.",
-            (("GET", "/dashboard/api/summary"), ("GET", "/dashboard/api/projects"),
-             ("GET", "/dashboard/api/consumer_types"),
-             ("GET", "/dashboard/api/consumers/{consumer_uuid}"))),
+             ("GET", "/dashboard/api/provider_names"),
+             ("GET", "/dashboard/api/summary")),
+            upstream="placement:resource_providers:list"),
+    ApiRule(DASHBOARD_USAGES, "rule:placement:usages",
+            "Dashboard: usage per project (checked per project, as GET /usages is: "
+            "a caller allowed only its own project's usage is shown that project "
+            "alone) and the whole cloud's usage per consumer type (every project's: "
+            "checked with no project). Default: whoever may read that usage.",
+            (("GET", "/dashboard/api/projects"), ("GET", "/dashboard/api/consumer_types")),
+            upstream="placement:usages"),
+    ApiRule(DASHBOARD_CONSUMERS, "rule:placement:allocations:list",
+            "Dashboard: one consumer's allocations, project and user. Default: "
+            "whoever may list a consumer's allocations.",
+            (("GET", "/dashboard/api/consumers/{consumer_uuid}"),),
+            upstream="placement:allocations:list"),
     # The history (allotment's own).
     ApiRule(HISTORY_ALLOCATIONS, ADMIN,
             "History: every change to consumers' allocations, with who made it.",
-            (("GET", "/history/allocations"),)),
+            (("GET", "/history/allocations"),), upstream="placement:allocations:list"),
     ApiRule(HISTORY_INVENTORIES, ADMIN,
             "History: every change to providers' inventories, with who made it.",
-            (("GET", "/history/inventories"),)),
+            (("GET", "/history/inventories"),),
+            upstream="placement:resource_providers:inventories:list"),
     # The audit (allotment's own): read-only, cloud-wide.
     ApiRule(AUDIT_ALLOCATIONS, ADMIN,
             "Audit: what looks wrong in allocations and inventories now (over capacity, "
             "empty or incomplete consumers, old migrations, allocations without inventory), "
             "with the history that explains each finding.",
-            (("GET", "/audit/allocations"),)),
+            (("GET", "/audit/allocations"),), upstream="placement:allocations:list"),
+    # Prometheus metrics on the API's address (allotment's own, off unless
+    # [allotment] metrics; a metrics_listen listener serves them without a token).
+    ApiRule(METRICS, ADMIN,
+            "Metrics: GET /metrics on the API's address, with every provider's name, "
+            "tree, inventories and usage.",
+            (("GET", "/metrics"),), upstream="placement:resource_providers:list"),
 ]
 
 
@@ -220,6 +264,13 @@ def list_rules() -> list[oslo_policy.RuleDefault]:
             scope_types=PROJECT_SCOPE)
         for rule in API_RULES
     ]
+
+
+def mirrored_routes() -> dict[tuple[str, str], str]:
+    """(method, URI template) of each of allotment's own routes -> the upstream rule
+    guarding the same data, which the route's rule never allows more than."""
+    return {operation: rule.upstream for rule in API_RULES if rule.upstream is not None
+            for operation in rule.operations}
 
 
 class Policy:
@@ -258,6 +309,15 @@ class Policy:
         except oslo_policy.PolicyNotAuthorized:
             LOG.debug("Policy %s refused for credentials %s, target %s", rule, creds, target)
             raise errors.Forbidden(f"Policy does not allow {rule} to be performed.") from None
+
+    def allows(self, identity: Identity | None, rule: str,
+               target: Mapping | None = None) -> bool:
+        """Whether ``authorize`` would let ``identity`` apply ``rule`` to ``target``."""
+        try:
+            self.authorize(identity, rule, target)
+        except errors.Forbidden:
+            return False
+        return True
 
 
 def get_enforcer() -> oslo_policy.Enforcer:

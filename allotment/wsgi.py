@@ -29,6 +29,7 @@ from allotment.handlers import (
     headroom,
     history,
     inventories,
+    metrics,
     openapi,
     provider_allocations,
     providers,
@@ -85,6 +86,9 @@ ROUTES: list[tuple[str, type[Resource]]] = [
     ("/history/inventories", history.InventoryHistory),
     # The audit (allotment's own): what looks wrong in the database, and why.
     ("/audit/allocations", audit.AuditAllocations),
+    # Prometheus metrics on the API's address, with a token (allotment's own;
+    # the scrape is allotment.metrics.exposition's, outside authentication).
+    ("/metrics", metrics.Metrics),
     ("/openapi.json", openapi.OpenAPIDocument),
 ]
 

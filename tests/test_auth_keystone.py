@@ -262,3 +262,44 @@ def test_delayed_auth_decision_still_refuses_invalid_tokens(keystone, database, 
     assert resp.json()["title"] == "Unauthorized"
     token = keystone.issue(["admin"])
     assert client.get("/resource_providers", token=token).status == 200
+
+
+def test_allotments_own_reads_under_upstreams_rules(keystone, database, tmp_path):
+    """Each identity kind, with a real token through auth_token: the dashboard's API
+    and /metrics answer as tests/test_who_may_read.py expects, a project reader's
+    usage per project is its own project alone, and no provider's name reaches a
+    caller without a token."""
+    from tests.test_who_may_read import EXPECTED_ALLOWED, ROUTES, _cloud
+
+    app = _keystone_app(keystone, database, tmp_path,
+                        "\n[allotment]\ndashboard = True\nmetrics = True\n")
+    # Projects A and B hold _cloud's consumers; C holds nothing.
+    a, b, c = "p1", "p2", "p3"
+    tokens: dict[str, str | None] = {
+        "no_token": None,
+        "project_reader_a": keystone.issue(["reader"], project_id=a),
+        "project_member_a": keystone.issue(["member", "reader"], project_id=a),
+        "project_admin_a": keystone.issue(["admin", "member", "reader"], project_id=a),
+        "project_reader_b": keystone.issue(["reader"], project_id=b),
+        "project_reader_c": keystone.issue(["reader"], project_id=c),
+        "system_reader": keystone.issue(["reader"], system=True),
+        "system_admin": keystone.issue(["admin", "member", "reader"], system=True),
+        "service": keystone.issue(["service"]),
+    }
+    cloud = _cloud(PlacementClient(app, token=tokens["project_admin_a"], version="1.39"))
+    got, expected = {}, {}
+    for identity, token in tokens.items():
+        client = PlacementClient(app, token=token, version="1.39")
+        for path in ROUTES:
+            resp = client.get(path.format(**cloud))
+            got[(identity, path)] = resp.status
+            expected[(identity, path)] = (401 if token is None else 200
+                                          if identity in EXPECTED_ALLOWED[path] else 403)
+            if resp.status != 200:
+                assert "secret-" not in resp.text, (identity, path)
+    assert got == expected
+    for identity, project in (("project_reader_a", a), ("project_reader_b", b),
+                              ("project_reader_c", None)):
+        body = PlacementClient(app, token=tokens[identity]).get(
+            "/dashboard/api/projects").json()
+        assert [p["project_id"] for p in body["projects"]] == ([project] if project else [])

@@ -354,15 +354,18 @@ def test_provider_names(dash):
                                   f"/dashboard/api/consumers/{uuid.uuid4()}",
                                   "/dashboard/api/provider_names?uuids={rp}"])
 def test_policy(dash, path):
+    """Upstream's rules for the same data (every identity kind: test_who_may_read.py):
+    admin and service; a project reader only its own project's usage."""
     path = path.format(rp=dash.create_provider("rp")["uuid"])
     assert dash.get(path, token=None).status == 401
     assert dash.get(path).status == 200  # admin
-    assert as_roles(dash, "reader").get(path).status == 200
-    assert as_roles(dash, "member,reader").get(path).status == 200
+    assert as_roles(dash, "service").get(path).status == 200
+    own_usage = path == "/dashboard/api/projects"
+    for roles in ("reader", "member,reader"):
+        assert as_roles(dash, roles).get(path).status == (200 if own_usage else 403)
     refused = as_roles(dash, "member").get(path)
     assert refused.status == 403
     assert "allotment:dashboard:" in refused.detail
-    assert as_roles(dash, "service").get(path).status == 403
     # A system-scoped token is refused, as by every API rule.
     assert as_roles(dash, "reader", **{"OpenStack-System-Scope": "all"}).get(path).status == 403
 
@@ -376,9 +379,10 @@ def test_policy_file_can_narrow_the_dashboard(database, tmp_path):
                    f"[oslo_policy]\npolicy_file = {policy}\n")
     conf = config.load([str(ini)])
     app = PlacementClient(make_app(conf, db=database.db, prepare=False))
-    assert as_roles(app, "reader").get("/dashboard/api/summary").status == 403
-    assert as_roles(app, "reader").get("/dashboard/api/providers").status == 200
-    assert app.get("/dashboard/api/summary").status == 200
+    assert as_roles(app, "service").get("/dashboard/api/projects").status == 403
+    assert as_roles(app, "reader").get("/dashboard/api/projects").status == 403
+    assert as_roles(app, "service").get("/dashboard/api/providers").status == 200
+    assert app.get("/dashboard/api/projects").status == 200
 
 
 @pytest.mark.parametrize("path", ["/dashboard/api/providers?q=%00",

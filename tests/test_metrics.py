@@ -1,4 +1,5 @@
-"""Prometheus metrics at /metrics: off by default, no token, the cloud's capacity.
+"""Prometheus metrics at /metrics: off by default, an admin's token on the API's
+address (none on a metrics_listen listener), the cloud's capacity.
 
 In-process against every backend; live servers with two worker processes are
 in tests/live/test_metrics_workers.py.
@@ -12,6 +13,7 @@ import falcon.testing
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from allotment import config
 from allotment.wsgi import make_app
 from tests.conftest import make_conf
 from tests.support.claims_support import provider_with, put
@@ -41,7 +43,7 @@ def metrics_client(database) -> PlacementClient:
 
 
 def scrape(client: PlacementClient) -> Samples:
-    resp = client.get("/metrics", token=None)
+    resp = client.get("/metrics")  # the admin's token
     assert resp.status == 200, resp
     assert resp.headers["content-type"].startswith("text/plain; version=0.0.4")
     return parse(resp.text)
@@ -53,11 +55,37 @@ def test_off_by_default(client):
     assert resp.json()["errors"][0]["title"] == "Not Found"
 
 
-def test_served_without_token(metrics_client):
+def test_api_address_wants_a_token_and_the_rule(metrics_client):
+    """No provider's name reaches a caller without a token: on the API's address
+    /metrics is an API route, behind allotment:metrics (default: admin)."""
+    metrics_client.create_provider("secret-host-1")
     samples = scrape(metrics_client)
     assert value(samples, "placement_capacity_scrape_success") == 1
-    # The API itself still wants a token.
+    refused = metrics_client.get("/metrics", token=None)
+    assert refused.status == 401 and "secret-host-1" not in refused.text
     assert metrics_client.get("/resource_providers", token=None).status == 401
+    reader = metrics_client.get("/metrics", headers={"X-Roles": "reader"})
+    assert reader.status == 403 and "secret-host-1" not in reader.text
+    assert reader.json()["errors"][0]["detail"].endswith(
+        "Policy does not allow allotment:metrics to be performed.  ")
+    # Prometheus wants text; the API's JSON Accept negotiation does not apply.
+    text = metrics_client.get("/metrics", headers={"Accept": "text/plain"})
+    assert text.status == 200 and "secret-host-1" in text.text
+    assert text.headers["cache-control"] == "no-store"
+
+
+def test_metrics_rule_in_policy_file(database, tmp_path):
+    """An operator grants the scrape to a monitoring role in policy.yaml."""
+    policy_file = tmp_path / "policy.yaml"
+    policy_file.write_text('"allotment:metrics": "role:admin or role:monitoring"\n')
+    ini = tmp_path / "placement.conf"
+    ini.write_text(f"[api]\nauth_strategy = noauth2\n[allotment]\nmetrics = True\n"
+                   f"[placement_database]\nconnection = {database.url}\n"
+                   f"[oslo_policy]\npolicy_file = {policy_file}\n")
+    conf = config.load([str(ini)])
+    client = PlacementClient(make_app(conf, db=database.db, prepare=False))
+    assert client.get("/metrics", headers={"X-Roles": "monitoring"}).status == 200
+    assert client.get("/metrics", headers={"X-Roles": "reader"}).status == 403
 
 
 def test_capacity_numbers(metrics_client):
@@ -293,3 +321,16 @@ def test_headroom_request_named_twice(database):
         "m1 = resources=VCPU:1", "m1 = resources=VCPU:2"])
     with pytest.raises(ValueError, match="'m1' is named twice"):
         make_app(conf, db=database.db, prepare=False)
+
+
+def test_metrics_listen_without_a_host_is_loopback():
+    from allotment.metrics.exposition import parse_listen
+
+    assert parse_listen("9778") == ("127.0.0.1", 9778)
+    assert parse_listen(":9778") == ("127.0.0.1", 9778)
+    assert parse_listen("10.0.0.5:9778") == ("10.0.0.5", 9778)
+    assert parse_listen("[::1]:9778") == ("::1", 9778)
+    assert parse_listen(None) is None
+    for bad in ("host", "host:", "host:99999", "host:1x", "1234567"):
+        with pytest.raises(ValueError):
+            parse_listen(bad)

@@ -75,14 +75,18 @@ DEFAULTS = {
     )},
     "placement:usages": "rule:admin_or_project_reader_or_service_api",
     "placement:reshaper:reshape": "rule:service_api",
-    # Ours, not upstream's: the dashboard's read-only views.
-    "allotment:dashboard:providers": "role:admin or role:reader",
-    "allotment:dashboard:usages": "role:admin or role:reader",
+    # Ours, not upstream's: the dashboard's read-only views, each the upstream
+    # rule guarding the same data.
+    "allotment:dashboard:providers": "rule:placement:resource_providers:list",
+    "allotment:dashboard:usages": "rule:placement:usages",
+    "allotment:dashboard:consumers": "rule:placement:allocations:list",
     # Ours: the history, admins only.
     "allotment:history:allocations": "role:admin",
     "allotment:history:inventories": "role:admin",
     # Ours: the audit, admin only.
     "allotment:audit:allocations": "role:admin",
+    # Ours: /metrics on the API's address, admin only.
+    "allotment:metrics": "role:admin",
 }
 
 # The personas of upstream's RBAC tests: (X-Roles, X-Project-Id, system scope).
@@ -111,20 +115,30 @@ ALLOWED: dict[str, dict[str, set[str]]] = {
         "secure": ADMINS_AND_SERVICE | {"project_member", "project_reader"},
         "legacy": ADMINS_AND_SERVICE | {"project_member", "project_reader"},
     },
-    # The dashboard: an admin or a reader of any project; no deprecated rule.
-    "role:admin or role:reader": {
-        mode: {"admin", "project_admin", "project_member", "project_reader",
-               "other_project_reader"} for mode in ("secure", "legacy")},
+    # The dashboard: the upstream rules, through "rule:<name>".
+    "rule:placement:resource_providers:list": {"secure": ADMINS_AND_SERVICE,
+                                               "legacy": ADMINS_AND_SERVICE},
+    "rule:placement:allocations:list": {"secure": ADMINS_AND_SERVICE,
+                                        "legacy": ADMINS_AND_SERVICE},
+    # Checked for the caller's own project (each reader sees its own alone) ...
+    "rule:placement:usages": {
+        mode: ADMINS_AND_SERVICE | {"project_member", "project_reader",
+                                    "other_project_reader"}
+        for mode in ("secure", "legacy")},
+    # ... or for every project at once: no reader.
+    "rule:placement:usages@every_project": {"secure": ADMINS_AND_SERVICE,
+                                            "legacy": ADMINS_AND_SERVICE},
     # The history and the audit: an admin of any project, in both modes; never a
     # service or a reader.
     "role:admin": {mode: {"admin", "project_admin"} for mode in ("secure", "legacy")},
 }
 
 
-def expected_status(rule: str, mode: str, persona: str, success: int) -> int:
+def expected_status(rule: str, mode: str, persona: str, success: int,
+                    target: str = "") -> int:
     if PERSONAS[persona] is None:
         return 401
-    return success if persona in ALLOWED[DEFAULTS[rule]][mode] else 403
+    return success if persona in ALLOWED[DEFAULTS[rule] + target][mode] else 403
 
 
 # -- set-up of what a row acts on (through the API, as the admin) ----------
@@ -205,6 +219,8 @@ class Row:
     # The request uses up what was prepared (deletes it, moves a generation):
     # prepare again for each persona that may do it.
     fresh: bool = False
+    # "@every_project": the rule is checked for every project at once.
+    target: str = ""
     route: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -287,14 +303,18 @@ ROWS = [
     Row("GET", "/dashboard/api/providers", "allotment:dashboard:providers", 200, _inventory),
     Row("GET", "/dashboard/api/providers/{rp}/children", "allotment:dashboard:providers", 200,
         _provider),
-    Row("GET", "/dashboard/api/summary", "allotment:dashboard:usages", 200, _allocation),
+    Row("GET", "/dashboard/api/provider_names?uuids={rp}", "allotment:dashboard:providers",
+        200, _provider),
+    Row("GET", "/dashboard/api/summary", "allotment:dashboard:providers", 200, _allocation),
     Row("GET", "/dashboard/api/projects", "allotment:dashboard:usages", 200, _allocation),
-    Row("GET", "/dashboard/api/consumer_types", "allotment:dashboard:usages", 200),
-    Row("GET", "/dashboard/api/consumers/{consumer}", "allotment:dashboard:usages", 200,
+    Row("GET", "/dashboard/api/consumer_types", "allotment:dashboard:usages", 200,
+        target="@every_project"),
+    Row("GET", "/dashboard/api/consumers/{consumer}", "allotment:dashboard:consumers", 200,
         _allocation),
     Row("GET", "/history/allocations", "allotment:history:allocations", 200, _allocation),
     Row("GET", "/history/inventories", "allotment:history:inventories", 200, _inventory),
     Row("GET", "/audit/allocations", "allotment:audit:allocations", 200, _allocation),
+    Row("GET", "/metrics", "allotment:metrics", 200, _inventory),
 ]
 
 BUILT_ROUTES = {re.sub(r"\{[^}]*\}", "{}", template) for template, _ in ROUTES}
@@ -363,7 +383,7 @@ def mode_apps(backend_databases, tmp_path_factory) -> dict:
     """One application per policy mode, shared by the rows (the data is reset)."""
     database = backend_databases("sqlite")
     return {mode: policy_app(database, tmp_path_factory.mktemp(mode), mode,
-                             extra_ini="[allotment]\ndashboard = True\n")
+                             extra_ini="[allotment]\ndashboard = True\nmetrics = True\n")
             for mode in ("secure", "legacy")}
 
 
@@ -373,7 +393,8 @@ def test_persona_table(row: Row, mode: str, sqlite_database, mode_apps):
     assert not _missing_routes(row), "every row's route must be served"
     app = mode_apps[mode]
     admin = PlacementClient(app, token="admin", version=LATEST)
-    expected = {p: expected_status(row.rule, mode, p, row.success) for p in PERSONAS}
+    expected = {p: expected_status(row.rule, mode, p, row.success, row.target)
+                for p in PERSONAS}
     refused = [p for p, status in expected.items() if status in (401, 403)]
     allowed = [p for p, status in expected.items() if status not in (401, 403)]
 

@@ -75,13 +75,26 @@ export async function api(path) {
 export function showError(error) {
   const box = $("#error");
   if (error instanceof ApiError && error.status === 401) return;  // the sign-in form says it
-  box.textContent = error instanceof ApiError
-    ? (error.status === 403 ? `Not allowed (403): ${error.detail}` : error.message)
+  if (error instanceof ApiError && error.status === 403) { showForbidden(error); return; }
+  box.textContent = error instanceof ApiError ? error.message
     : `Error: ${error.message || error}`;
   box.hidden = false;
 }
 
-export function clearError() { $("#error").hidden = true; }
+// A view the token's roles may not read (403): the page is hidden, whatever it held,
+// and "Not allowed" says which policy rule refused it.
+export function showForbidden(error) {
+  for (const page of document.querySelectorAll(".page")) page.hidden = true;
+  $("#forbidden-detail").textContent = `Not allowed (403): ${error.detail}`;
+  $("#forbidden").hidden = false;
+}
+
+export const isForbidden = (error) => error instanceof ApiError && error.status === 403;
+
+export function clearError() {
+  $("#error").hidden = true;
+  $("#forbidden").hidden = true;
+}
 
 // --- sign-in ----------------------------------------------------------------------
 
@@ -100,10 +113,11 @@ $("#login-form").addEventListener("submit", (event) => {
   event.preventDefault();
   token.set($("#token").value.trim());
   $("#token").value = "";
-  route();
+  // A fresh page for each identity: nothing another token was shown stays behind.
+  location.reload();
 });
 
-$("#sign-out").addEventListener("click", () => { token.clear(); showLogin(); });
+$("#sign-out").addEventListener("click", () => { token.clear(); location.reload(); });
 
 // --- pages ------------------------------------------------------------------------
 

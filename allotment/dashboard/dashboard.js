@@ -3,8 +3,8 @@
 // and timeline, a provider's recent changes and the audit. Read-only views over
 // /dashboard/api/..., the Placement API, /history/... and /audit/allocations.
 import {
-  $, ApiError, api, chips, clearError, el, fmt, num, pages, pct, pctText, providerLink, route,
-  showError, usageBar,
+  $, ApiError, api, chips, clearError, el, fmt, isForbidden, num, pages, pct, pctText,
+  providerLink, route, showError, usageBar,
 } from "./common.js";
 import {recentChanges} from "./history.js";
 
@@ -244,7 +244,36 @@ async function loadProjects() {
   $("#projects-next").disabled = last >= data.total;
 }
 
-pages.usage = () => Promise.all([loadSummary(), loadTypes(), loadProjects()]);
+// One part of the usage page: loaded, or, when the token's roles may not read it (403),
+// emptied and "Not allowed" in its place while the parts it may read stand (a project
+// reader sees its own project's usage alone). Returns the refusal, if any.
+async function usagePart(load, id) {
+  const box = $(id);
+  const denied = box.querySelector(".denied");
+  const body = box.querySelector(".part-body");
+  try {
+    await load();
+    denied.hidden = true;
+    body.hidden = false;
+    return null;
+  } catch (error) {
+    if (!isForbidden(error)) throw error;
+    for (const held of body.querySelectorAll("table, .counts")) held.replaceChildren();
+    body.hidden = true;
+    denied.textContent = `Not allowed (403): ${error.detail}`;
+    denied.hidden = false;
+    return error;
+  }
+}
+
+// Every part refused: the page's "Not allowed".
+pages.usage = async () => {
+  const refused = (await Promise.all([usagePart(loadSummary, "#usage-summary"),
+                                      usagePart(loadTypes, "#usage-types"),
+                                      usagePart(loadProjects, "#usage-projects")]))
+    .filter(Boolean);
+  if (refused.length === 3) throw refused[0];
+};
 
 $("#rank-class").addEventListener("change", () => loadSummary().catch(showError));
 $("#projects-prev").addEventListener("click", () => {

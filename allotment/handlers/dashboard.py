@@ -2,15 +2,20 @@
 
 The page (``allotment/dashboard/``) is served without a token by
 ``allotment.dashboard.DashboardPage``: it holds no data. These endpoints sit
-behind the API's authentication like every other route and check the
-``allotment:dashboard:providers`` or ``allotment:dashboard:usages`` rule
-(default: admin or reader). With the dashboard off they answer as unknown
-paths do (404). The SQL is in ``allotment.ledger.overview``.
+behind the API's authentication like every other route and check
+``allotment:dashboard:providers``, ``allotment:dashboard:usages`` or
+``allotment:dashboard:consumers``, whose defaults are the upstream rules that
+guard the same data (``allotment.policy``): a caller sees here no more than
+upstream's API would show it. Usage per project is checked per project, as
+``GET /usages`` checks it: a caller allowed only its own project's usage (a
+project reader) gets that project alone. With the dashboard off they answer
+as unknown paths do (404). The SQL is in ``allotment.ledger.overview``.
 """
 
 from __future__ import annotations
 
 import abc
+from collections.abc import Mapping
 from typing import ClassVar
 
 import falcon
@@ -50,8 +55,8 @@ def _operation(summary: str, schema: Schema, rule: str, query_string: Schema | N
         path_params=path_params or {}, requires_option=_OPTION,
         description=f"allotment's own, not Placement's (docs/dashboard.md). The route is "
                     f"there only with `{_OPTION} = True`: otherwise it answers 404 as "
-                    f"an unknown path does. Policy rule `{rule}` (default: admin or "
-                    "reader).")
+                    f"an unknown path does. Policy rule `{rule}` (default: the upstream "
+                    "rule guarding the same data; docs/access.md).")
 
 
 def _number(q: Query, name: str, default: int, most: int) -> int:
@@ -75,16 +80,20 @@ def _page(q: Query) -> tuple[int, int]:
 class DashboardResource(Resource, abc.ABC):
     """A GET that exists only with the dashboard on, checks its rule, answers ``read``."""
 
+    # The rule's target (None: the caller's own project and user, as upstream
+    # checks the rules that look at no target).
+    target: ClassVar[Mapping[str, str] | None] = None
+
     def on_get(self, req: Request, resp: falcon.Response, **params: str) -> None:
         if not self.conf.allotment.dashboard:
             # Exactly what a path without a route gets.
             req.context.bare_error = True
             raise falcon.HTTPRouteNotFound()
-        self.authorize(req)
+        self.authorize(req, None if self.target is None else dict(self.target))
         require_utf8_path(req)
         q = query(req)
         validate_query(q, self.query_schema(req))
-        body = self.read(q, **params)
+        body = self.read(req, q, **params)
         render.json_response(req, resp, body, cache_headers=False)
         resp.set_header("Cache-Control", "no-store")
 
@@ -96,7 +105,7 @@ class DashboardResource(Resource, abc.ABC):
         return super().query_schema(req)
 
     @abc.abstractmethod
-    def read(self, q: Query, **params: str) -> dict:
+    def read(self, req: Request, q: Query, **params: str) -> dict:
         """The answer's body, from the query string and the URI's fields."""
 
 
@@ -109,7 +118,7 @@ class Providers(DashboardResource):
         "used), traits, aggregates and first children", r.DASHBOARD_PROVIDERS,
         policy.DASHBOARD_PROVIDERS, query_string=PROVIDERS_QUERY)}
 
-    def read(self, q: Query, **params: str) -> dict:
+    def read(self, req: Request, q: Query, **params: str) -> dict:
         limit, offset = _page(q)
         roots = q.get("roots")
         with self.db.read() as conn:
@@ -129,7 +138,7 @@ class ProviderChildren(DashboardResource):
         r.DASHBOARD_CHILDREN, policy.DASHBOARD_PROVIDERS, query_string=PAGE_QUERY,
         path_params=UUID_PARAM)}
 
-    def read(self, q: Query, **params: str) -> dict:
+    def read(self, req: Request, q: Query, **params: str) -> dict:
         limit, offset = _page(q)
         with self.db.read() as conn:
             page = overview.children(conn, params["uuid"].strip().lower(), limit, offset)
@@ -147,7 +156,7 @@ class ProviderNames(DashboardResource):
         "exist)", r.DASHBOARD_PROVIDER_NAMES, policy.DASHBOARD_PROVIDERS,
         query_string=PROVIDER_NAMES_QUERY)}
 
-    def read(self, q: Query, **params: str) -> dict:
+    def read(self, req: Request, q: Query, **params: str) -> dict:
         uuids = {u.strip().lower() for u in (q.get("uuids") or "").split(",") if u.strip()}
         if len(uuids) > MAX_NAMES:
             raise errors.BadRequest(f"Invalid query parameter uuids: {len(uuids)} uuids "
@@ -162,25 +171,36 @@ class Summary(DashboardResource):
 
     operations: ClassVar[dict[str, Operation]] = {"GET": _operation(
         "counts, totals per resource class, the fullest and emptiest providers",
-        r.DASHBOARD_SUMMARY, policy.DASHBOARD_USAGES, query_string=SUMMARY_QUERY)}
+        r.DASHBOARD_SUMMARY, policy.DASHBOARD_PROVIDERS, query_string=SUMMARY_QUERY)}
 
-    def read(self, q: Query, **params: str) -> dict:
+    def read(self, req: Request, q: Query, **params: str) -> dict:
         limit = _number(q, "limit", DEFAULT_RANKING, MAX_RANKING)
         with self.db.read() as conn:
             return overview.summary(conn, limit, q.get("resource_class") or None)
 
 
 class Projects(DashboardResource):
-    """Usage per project, a page of projects at a time (``limit``, ``offset``)."""
+    """Usage per project, a page of projects at a time (``limit``, ``offset``).
+
+    The rule is checked as ``GET /usages`` checks it for the caller's own
+    project (refused: 403); a caller it allows for every project (admin,
+    service) gets every project, any other (a project reader) its own alone.
+    """
 
     operations: ClassVar[dict[str, Operation]] = {"GET": _operation(
-        "usage per project, a page of projects at a time", r.DASHBOARD_PROJECTS,
+        "usage per project, a page of projects at a time (only the caller's own "
+        "project when the rule allows it no other)", r.DASHBOARD_PROJECTS,
         policy.DASHBOARD_USAGES, query_string=PAGE_QUERY)}
 
-    def read(self, q: Query, **params: str) -> dict:
+    def read(self, req: Request, q: Query, **params: str) -> dict:
         limit, offset = _page(q)
+        identity = req.context.identity
+        every = self.services.policy.allows(identity, policy.DASHBOARD_USAGES,
+                                            dict(policy.EVERY_PROJECT))
+        only = None if every else [identity.project_id] if (
+            identity is not None and identity.project_id) else []
         with self.db.read() as conn:
-            page = overview.usage_by_project(conn, limit, offset)
+            page = overview.usage_by_project(conn, limit, offset, projects=only)
         return {"total": page.total, "limit": limit, "offset": offset,
                 "projects": page.items}
 
@@ -191,8 +211,10 @@ class ConsumerTypes(DashboardResource):
     operations: ClassVar[dict[str, Operation]] = {"GET": _operation(
         "the whole cloud's usage per consumer type", r.DASHBOARD_CONSUMER_TYPES,
         policy.DASHBOARD_USAGES)}
+    # Every project's usage, summed: the rule must allow it for any project.
+    target = policy.EVERY_PROJECT
 
-    def read(self, q: Query, **params: str) -> dict:
+    def read(self, req: Request, q: Query, **params: str) -> dict:
         with self.db.read() as conn:
             return {"consumer_types": overview.usage_by_consumer_type(conn)}
 
@@ -202,9 +224,9 @@ class Consumer(DashboardResource):
 
     operations: ClassVar[dict[str, Operation]] = {"GET": _operation(
         "one consumer's allocations, per provider with names (none: empty allocations)",
-        r.DASHBOARD_CONSUMER, policy.DASHBOARD_USAGES, path_params=CONSUMER_PARAM)}
+        r.DASHBOARD_CONSUMER, policy.DASHBOARD_CONSUMERS, path_params=CONSUMER_PARAM)}
 
-    def read(self, q: Query, **params: str) -> dict:
+    def read(self, req: Request, q: Query, **params: str) -> dict:
         consumer_uuid = params["consumer_uuid"].strip().lower()
         with self.db.read() as conn:
             found = overview.consumer(conn, consumer_uuid)

@@ -264,12 +264,16 @@ def provider_names(conn: sa.Connection, uuids: Sequence[str]) -> dict[str, dict[
 
 # --- usage per project and per consumer type ----------------------------------
 
-def usage_by_project(conn: sa.Connection, limit: int, offset: int) -> Page:
-    """Projects holding allocations, by project id: per class amounts and consumer counts."""
+def usage_by_project(conn: sa.Connection, limit: int, offset: int,
+                     projects: Sequence[str] | None = None) -> Page:
+    """Projects holding allocations, by project id: per class amounts and consumer counts
+    (of those whose external ids are ``projects`` only, when given)."""
     a, c, p = t.allocations, t.consumers, t.projects
     holding = (sa.select(p.c.id, p.c.external_id)
                .where(p.c.id.in_(sa.select(c.c.project_id)
                                  .select_from(c.join(a, a.c.consumer_id == c.c.uuid)))))
+    if projects is not None:
+        holding = holding.where(p.c.external_id.in_(list(projects)))
     total = conn.execute(sa.select(sa.func.count()).select_from(holding.subquery())).scalar_one()
     page = {row.id: row.external_id for row in conn.execute(
         holding.order_by(p.c.external_id).limit(limit).offset(offset))}

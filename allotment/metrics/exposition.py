@@ -2,14 +2,17 @@
 
 ``with_metrics`` wraps the application when ``[allotment] metrics`` is on
 (and returns it untouched when off, so /metrics is then the API's ordinary
-404). It sits outside authentication, as Prometheus scrapes without a token.
+404). Where /metrics is served, and to whom:
 
-Where /metrics is served:
-
-* without ``metrics_listen``: on the API address, next to the API;
-* with ``metrics_listen = host:port``: only on that listener (``allotment
-  serve`` binds it as well), recognised by the request's ``SERVER_PORT``
-  (and ``SERVER_NAME`` when both it and the configured host are IP addresses). There anything but
+* without ``metrics_listen``: on the API address, as an API route
+  (``allotment.handlers.metrics``): past authentication, for a token that
+  ``allotment:metrics`` allows (default: admin). This layer only hands the
+  route the way to scrape (``SCRAPE_ENVIRON``); a caller without a token gets
+  the API's 401 and never a provider's name;
+* with ``metrics_listen = host:port`` (or a bare port: loopback): only on that
+  listener, without a token, for Prometheus (``allotment serve`` binds it as
+  well), recognised by the request's ``SERVER_PORT`` (and ``SERVER_NAME`` when
+  both it and the configured host are IP addresses). There anything but
   /metrics is 404, and /metrics on the API address is 404.
 
 A scrape answers the process metrics (every worker's, added up, in
@@ -59,6 +62,11 @@ LOG = logging.getLogger(__name__)
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 PATH = "/metrics"
+# The environ key by which the API's /metrics route (``handlers.metrics``) is
+# handed the scrape: a callable of the Accept-Encoding header -> body, headers.
+SCRAPE_ENVIRON = "allotment.metrics.scrape"
+# Where a metrics_listen without a host listens: loopback.
+LOOPBACK = "127.0.0.1"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 # Anything else a client sends is counted as "other": labels stay bounded.
@@ -104,13 +112,15 @@ def with_metrics(app: WSGIApp, conf: Any, db: Database, routes: list[str],
 
 
 def parse_listen(value: str | None) -> tuple[str, int] | None:
-    """``host:port`` (``[v6]:port`` for IPv6) as (host, port); None if unset."""
+    """``host:port`` (``[v6]:port`` for IPv6) as (host, port); without a host
+    (``port`` or ``:port``) on loopback; None if unset."""
     if not value:
         return None
-    host, sep, port = value.strip().rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"[allotment] metrics_listen must be host:port, not {value!r}")
-    return host.strip("[]"), int(port)
+    host, _sep, port = value.strip().rpartition(":")
+    if not (port.isascii() and port.isdigit()) or len(port) > 5 or int(port) > 65535:
+        raise ValueError(f"[allotment] metrics_listen must be host:port or a port, "
+                         f"not {value!r}")
+    return host.strip("[]") or LOOPBACK, int(port)
 
 
 class MetricsMiddleware:
@@ -138,7 +148,10 @@ class MetricsMiddleware:
             if path == PATH:
                 return _not_found(environ, start_response)
         elif path == PATH:
-            return self._serve(environ, start_response)
+            # The API's route, behind authentication and its policy rule; a
+            # scrape is not counted as an API request.
+            environ[SCRAPE_ENVIRON] = self._render
+            return self.app(environ, start_response)
         return self._timed(path, environ, start_response)
 
     def _on_metrics_listener(self, environ: dict[str, Any]) -> bool:
@@ -187,15 +200,20 @@ class MetricsMiddleware:
             start_response("405 Method Not Allowed",
                            [("Allow", "GET, HEAD"), ("Content-Length", "0")])
             return [b""]
-        body = self.scrape()
-        headers = [("Content-Type", CONTENT_TYPE)]
-        if "gzip" in environ.get("HTTP_ACCEPT_ENCODING", ""):
-            # Level 1: a quarter of the default's time, 15 % larger.
-            body = gzip.compress(body, compresslevel=1)
-            headers.append(("Content-Encoding", "gzip"))
+        body, headers = self._render(environ.get("HTTP_ACCEPT_ENCODING", ""))
         headers.append(("Content-Length", str(len(body))))
         start_response("200 OK", headers)
         return [b"" if method == "HEAD" else body]
+
+    def _render(self, accept_encoding: str) -> tuple[bytes, list[tuple[str, str]]]:
+        """A scrape's body and headers (gzip when the client accepts it)."""
+        body = self.scrape()
+        headers = [("Content-Type", CONTENT_TYPE)]
+        if "gzip" in accept_encoding:
+            # Level 1: a quarter of the default's time, 15 % larger.
+            body = gzip.compress(body, compresslevel=1)
+            headers.append(("Content-Encoding", "gzip"))
+        return body, headers
 
 
 class _Route:

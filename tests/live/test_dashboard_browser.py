@@ -213,11 +213,52 @@ def test_token_prompt(browser, cloud):
     page.click("#sign-out")
     expect(page.locator("#login")).to_be_visible()
     assert page.evaluate(f"sessionStorage.getItem({TOKEN_KEY!r})") is None
-    # A token without a reader role: the page says the policy refused it.
+    # A token the policy does not let list providers: "Not allowed", and no page.
     page.fill("#token", "nobody")
     page.click("#login-form button[type=submit]")
-    expect(page.locator("#error")).to_contain_text("Not allowed (403)")
-    expect(page.locator("#error")).to_contain_text("allotment:dashboard:providers")
+    expect(page.locator("#forbidden")).to_contain_text("Not allowed (403)")
+    expect(page.locator("#forbidden")).to_contain_text("allotment:dashboard:providers")
+    expect(page.locator("#page-providers")).to_be_hidden()
+    _shot(page, "not-allowed")
+    page.context.close()
+
+
+def test_project_reader_sees_its_own_project_alone(browser, cloud):
+    """A project reader: the usage of its own project, "Not allowed" in place of the
+    cloud-wide parts, and nothing an admin saw before in the same tab."""
+    page = _open(browser, cloud, "#usage", token=None)
+    page.fill("#token", "admin")
+    page.click("#login-form button[type=submit]")
+    expect(page.locator("#projects tbody tr[data-project]")).to_have_count(len(PROJECTS))
+    expect(page.locator("#totals tbody tr[data-rc]").first).to_be_visible()
+    page.click("#sign-out")
+    page.context.set_extra_http_headers({"X-Roles": "reader"})
+    page.fill("#token", f"watcher:{PROJECTS[0]}")
+    page.click("#login-form button[type=submit]")
+    expect(page.locator("#projects tbody tr[data-project]")).to_have_count(1)
+    expect(page.locator("#projects tbody tr").first).to_have_attribute(
+        "data-project", PROJECTS[0])
+    api: dict[str, int] = {}
+    for per_type in cloud.get(f"/usages?project_id={PROJECTS[0]}")["usages"].values():
+        for rc, value in per_type.items():
+            if rc != "consumer_count":
+                api[rc] = api.get(rc, 0) + value
+    amounts = page.locator("#projects tbody tr .amount")
+    shown = dict(zip(amounts.evaluate_all("a => a.map(x => x.dataset.rc)"),
+                     amounts.evaluate_all("a => a.map(x => +x.dataset.used)"), strict=True))
+    assert shown == api
+    summary = page.locator("#usage-summary .denied")
+    expect(summary).to_contain_text("Not allowed (403)")
+    expect(summary).to_contain_text("allotment:dashboard:providers")
+    expect(page.locator("#usage-types .denied")).to_contain_text("allotment:dashboard:usages")
+    expect(page.locator("#totals tr")).to_have_count(0)
+    expect(page.locator("#types tr")).to_have_count(0)
+    for other in PROJECTS[1:]:
+        expect(page.locator(f"[data-project='{other}']")).to_have_count(0)
+    _shot(page, "usage-project-reader")
+    page.goto(f"{cloud.url}/dashboard#providers")
+    expect(page.locator("#forbidden")).to_contain_text("allotment:dashboard:providers")
+    expect(page.locator("#trees .node")).to_have_count(0)
     page.context.close()
 
 
@@ -572,11 +613,11 @@ def test_timeline_pages_back(browser, cloud):
 
 
 def test_history_needs_admin(browser, cloud):
-    """A reader sees the dashboard, but the history is admin-only: the timeline and the
-    recent changes say so, and the rest of the page stands."""
+    """A service may read consumers and providers, but the history is admin-only: the
+    timeline and the recent changes say so, and the rest of the page stands."""
     consumer = _moved_consumer(cloud)
     page = _open(browser, cloud, f"#consumer?uuid={consumer}", token="watcher:project-r",
-                 roles="reader")
+                 roles="service")
     expect(page.locator("#consumer-allocations tbody tr")).to_have_count(2)
     refused = page.locator("#consumer-timeline .denied")
     expect(refused).to_contain_text("Not allowed to read the consumer's timeline (403)")
@@ -665,8 +706,8 @@ def test_audit_page(browser, cloud):
         expect(groups.first).to_have_attribute("data-kind", "empty_consumer")
         assert page.errors == []  # type: ignore[attr-defined]
         page.context.close()
-        # A reader may see the dashboard but not the audit.
-        page = _open(browser, cloud, "#audit", token="watcher:project-r", roles="reader")
+        # A service may see the dashboard but not the audit.
+        page = _open(browser, cloud, "#audit", token="watcher:project-r", roles="service")
         refused = page.locator("#audit-refused")
         expect(refused).to_contain_text("Not allowed to run the audit (403)")
         expect(refused).to_contain_text("allotment:audit:allocations")

@@ -37,9 +37,11 @@ def test_one_scrape_across_workers(tmp_path: Path):
                                      range(50)))
         assert statuses == [200] * 50
         for _ in range(5):  # whichever worker answers, its scrape counts them all
-            status, text = _get(server.url + "/metrics", token=None)
+            status, text = _get(server.url + "/metrics")
             assert status == 200
             assert _requests_total(text) >= 50
+        # On the API's address, only for a token the policy allows (admin).
+        assert _get(server.url + "/metrics", token=None)[0] == 401
     finally:
         server.stop()
 
@@ -47,7 +49,7 @@ def test_one_scrape_across_workers(tmp_path: Path):
 def test_separate_listener_live(tmp_path: Path):
     port = live.free_port()
     server = live.start(tmp_path, workers=2, extra_conf=(
-        f"[allotment]\nmetrics = True\nmetrics_listen = 127.0.0.1:{port}\n"))
+        f"[allotment]\nmetrics = True\nmetrics_listen = {port}\n"))  # loopback
     try:
         metrics_url = f"http://127.0.0.1:{port}"
         for _ in range(5):
@@ -55,6 +57,8 @@ def test_separate_listener_live(tmp_path: Path):
         status, text = _get(metrics_url + "/metrics", token=None)
         assert status == 200 and _requests_total(text) >= 5
         assert _get(metrics_url + "/resource_providers")[0] == 404
+        # Not on the API's address at all then, token or not.
         assert _get(server.url + "/metrics", token=None)[0] == 404
+        assert _get(server.url + "/metrics")[0] == 404
     finally:
         server.stop()
