@@ -99,6 +99,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "with -m galera, deselect with -m 'not galera')")
     config.addinivalue_line(
         "markers",
+        "keystone: allotment behind a real Keystone 30.0.0 on loopback, held to upstream "
+        "16.0.0's recorded decisions (tests/keystone/; select with -m keystone, deselect "
+        "with -m 'not keystone')")
+    config.addinivalue_line(
+        "markers",
         "network: asks the package index (tests/test_dependencies.py's pip resolution; "
         "deselect with -m 'not network' when offline)")
 
