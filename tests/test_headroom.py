@@ -516,3 +516,13 @@ def test_a_count_refused_for_lack_of_a_slot_never_takes_the_model(client, databa
     # Small by its shape: no slot needed up front.
     assert domain.answer(database.db, ReadModel(database.db), _granular(1),
                          budget=Budget(Limits(large_entries=50), slots)).total > 0
+
+
+def test_at_most_100_templates(client):
+    flat(client)
+    query = "&".join(f"add=1xVCPU:{64 + i}" for i in range(101))
+    resp = client.get(f"{PATH}?resources=VCPU:1&{query}", version="1.39")
+    assert resp.status == 400, resp
+    assert "'add' may be given at most 100 times" in resp.detail
+    query = "&".join(f"add=1xVCPU:{64 + i}" for i in range(100))
+    assert client.get(f"{PATH}?resources=VCPU:1&{query}", version="1.39").status == 200

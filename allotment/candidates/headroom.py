@@ -91,6 +91,10 @@ MAX_ROUNDS = 10_000
 
 # Hosts one ``add`` may imagine.
 MAX_ADDED_HOSTS = 100_000
+# ``add`` templates one request may give: each is counted on its own (an
+# engine's preparation and walk), so thousands of them took a thread for the
+# whole time limit; a cloud has a handful of host types.
+MAX_TEMPLATES = 100
 
 # The imagined host's id and uuid, in the state of its own it is counted on.
 _IMAGINED_ID = 1
