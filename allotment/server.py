@@ -225,6 +225,10 @@ class PlacementChannel(HTTPChannel):
     parser_class = PlacementParser
     request_started = 0.0
     served = False
+    # When the answer now waiting for the client began to be buffered
+    # (time.time(), as waitress's last_activity): a slow reader's time counts
+    # from here, not from the request's arrival (the answer may take long to make).
+    answer_started = 0.0
 
     def received(self, data: bytes) -> bool:
         if self.request is None and data:
@@ -243,6 +247,8 @@ class PlacementChannel(HTTPChannel):
         return self.socket is not None and bool(super().writable())
 
     def write_soon(self, data: bytes) -> int:
+        if not self.total_outbufs_len:
+            self.answer_started = time.time()
         if not isinstance(data, bytes) or len(data) <= WRITE_PIECE:
             written: int = super().write_soon(data)
             return written
@@ -352,8 +358,10 @@ def _overdue(channel: PlacementChannel, now: float, limits: ConnectionLimits) ->
     """Whether a connection has had its time (checked once a second)."""
     if channel.total_outbufs_len > 0:
         # An answer waits for the client to read it (its application thread
-        # may still be writing): cut off once it makes no progress.
-        return channel.last_activity < now - limits.request_timeout
+        # may still be writing): cut off once it makes no progress, counted
+        # from the last byte sent or from when the answer began, whichever is
+        # later (a client that waited for a slow answer has not stalled).
+        return max(channel.last_activity, channel.answer_started) < now - limits.request_timeout
     if channel.requests:
         return False  # being answered
     if channel.request is not None:

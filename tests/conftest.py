@@ -104,7 +104,14 @@ def pytest_configure(config: pytest.Config) -> None:
         "with -m 'not keystone')")
     config.addinivalue_line(
         "markers",
-        "network: asks the package index (tests/test_dependencies.py's pip resolution; "
+        "load: ten clients sending the worst request of every kind allotment added to a "
+        "live allotment serve on PostgreSQL and MariaDB, probes and claims timed "
+        "(tests/live/test_bounded_costs.py, about a minute per database; run in CI; "
+        "deselect with -m 'not load')")
+    config.addinivalue_line(
+        "markers",
+        "network: asks the package index (tests/test_dependencies.py's pip resolution, "
+        "tests/live/test_packaging.py's isolated build; "
         "deselect with -m 'not network' when offline)")
 
 

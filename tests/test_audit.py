@@ -454,3 +454,50 @@ def test_command_line_errors(tmp_path, capsys, database):
     empty.touch()
     assert cli.main(["audit", "--database-url", f"sqlite:///{empty}"]) == 2
     assert 'run "allotment db upgrade"' in capsys.readouterr().err
+
+
+# --- what an audit may cost (issue 32, item 5) -------------------------------------------
+
+def test_an_audit_takes_a_large_search_slot_or_is_refused_at_once(client, monkeypatch):
+    """Ten admins auditing a large cloud starved everyone: an audit holds one of the
+    worker's large-search slots, and one more is refused at once (503, Retry-After)."""
+    from allotment.candidates.budget import Slots
+
+    healthy_cloud(client)
+    taken = []
+    real_take = Slots.take
+
+    def take(self: Slots) -> bool:
+        taken.append(1)
+        return real_take(self)
+
+    monkeypatch.setattr(Slots, "take", take)
+    audit(client)
+    assert taken == [1]
+    monkeypatch.setattr(Slots, "take", lambda self: False)
+    busy = client.get(PATH, version=LATEST)
+    assert busy.status == 503, busy
+    assert busy.headers["retry-after"] == "1"
+    assert busy.error_code == "placement.undefined_code"
+    assert "large searches and audits" in busy.detail
+    assert "candidates_large_slots" in busy.detail
+
+
+def test_an_audit_out_of_time_stops_and_says_so(client, monkeypatch):
+    from allotment.candidates.budget import Budget
+    from allotment.ledger.errors import CandidatesTooSlow
+
+    healthy_cloud(client)
+    checks = []
+
+    def out_of_time(self: Budget) -> None:
+        checks.append(1)
+        if len(checks) > 2:  # a few statements in
+            raise CandidatesTooSlow(self.limits.time_limit)
+
+    monkeypatch.setattr(Budget, "check", out_of_time)
+    resp = client.get(PATH, version=LATEST)
+    assert resp.status == 400, resp
+    assert resp.error_code == "placement.query.bad_value"
+    assert "This audit could not be finished within 20 seconds" in resp.detail
+    assert len(checks) == 3

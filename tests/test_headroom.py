@@ -11,8 +11,10 @@ claim succeeds, and then no candidate is left (one more does not fit).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import threading
 import uuid as uuidlib
 
 import pytest
@@ -20,8 +22,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from allotment.candidates import headroom as domain
-from allotment.candidates.budget import Budget, Slots
-from allotment.ledger.errors import CandidatesTooSlow
+from allotment.candidates.budget import Budget, Limits, Slots
+from allotment.candidates.model import ReadModel
+from allotment.candidates.request import CandidateRequest, RequestGroup
+from allotment.ledger.errors import CandidatesBusy, CandidatesTooSlow
 from allotment.wsgi import make_app
 from tests.conftest import make_conf
 from tests.support.candidates_cloud import SHARES, Cloud
@@ -447,3 +451,78 @@ def test_random_clouds_claims_and_brute_force(client, database, data):
     body = check_against_claims(cloud, q.version, **params(q, cloud))
     event(f"total: {min(body['total'], 5)}{'+' if body['total'] >= 5 else ''}, "
           f"optimal: {body['optimal']}")
+
+
+# --- what a count holds (issue 32, item 6) ---------------------------------------------
+
+def _granular(groups: int) -> CandidateRequest:
+    return CandidateRequest(tuple(RequestGroup(str(i), {"VCPU": 1})
+                                  for i in range(1, groups + 1)), group_policy="none")
+
+
+def test_imagined_hosts_are_counted_without_holding_the_model(client, database):
+    """GET /headroom with many groups and thousands of ``add`` templates kept its
+    worker's read model while it counted the imagined hosts (another client's
+    candidates request waited seconds): the model is let go of first."""
+    flat(client)
+    model = ReadModel(database.db)
+    checks = 0
+    counting, more = threading.Event(), threading.Event()
+    after_taken: list[int] = []
+
+    def client_gone() -> bool:  # the budget's look at the clock, every 512 steps
+        nonlocal checks
+        checks += 1
+        counting.set()
+        if after_taken and checks > after_taken[0]:
+            more.set()
+        return False
+
+    budget = Budget(Limits(time_limit=120.0, grace=120.0), Slots(1), client_gone)
+    what_if = domain.WhatIf(add=tuple(domain.HostTemplate(1, (("VCPU", 64 + i, 1.0),))
+                                      for i in range(3000)))
+    found: list[domain.Headroom] = []
+    worker = threading.Thread(target=lambda: found.append(domain.answer(
+        database.db, model, _granular(20), what_if, budget)))
+    worker.start()
+    try:
+        assert counting.wait(60)
+        with model.current():
+            after_taken.append(checks)
+            # The count goes on while another request holds the model.
+            assert more.wait(60), "the count waited for the read model"
+    finally:
+        worker.join(120)
+    assert found and len(found[0].added) == 3000
+    assert found[0].added[0].each == 3  # 64 VCPU for 20 one-unit groups on one host
+
+
+def test_a_count_refused_for_lack_of_a_slot_never_takes_the_model(client, database,
+                                                                 monkeypatch):
+    """A count large by its shape (slots x providers) takes its slot before the read
+    model: refused (503), it has not waited for nor read the model."""
+    flat(client)
+    model = ReadModel(database.db)
+    with model.current():
+        pass  # loaded: it knows how many providers there are
+    taken = []
+    monkeypatch.setattr(model, "held", lambda: taken.append(1) or contextlib.nullcontext())
+    slots = Slots(1)
+    assert slots.take()  # another large search runs
+    budget = Budget(Limits(large_entries=50), slots)
+    with pytest.raises(CandidatesBusy):
+        domain.answer(database.db, model, _granular(20), budget=budget)
+    assert not taken
+    # Small by its shape: no slot needed up front.
+    assert domain.answer(database.db, ReadModel(database.db), _granular(1),
+                         budget=Budget(Limits(large_entries=50), slots)).total > 0
+
+
+def test_at_most_100_templates(client):
+    flat(client)
+    query = "&".join(f"add=1xVCPU:{64 + i}" for i in range(101))
+    resp = client.get(f"{PATH}?resources=VCPU:1&{query}", version="1.39")
+    assert resp.status == 400, resp
+    assert "'add' may be given at most 100 times" in resp.detail
+    query = "&".join(f"add=1xVCPU:{64 + i}" for i in range(100))
+    assert client.get(f"{PATH}?resources=VCPU:1&{query}", version="1.39").status == 200

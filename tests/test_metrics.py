@@ -334,3 +334,71 @@ def test_metrics_listen_without_a_host_is_loopback():
     for bad in ("host", "host:", "host:99999", "host:1x", "1234567"):
         with pytest.raises(ValueError):
             parse_listen(bad)
+
+
+def test_scrapes_share_one_capacity_read(database, monkeypatch):
+    """Ten scrapes at once, then more, read the capacity from the database once
+    per CAPACITY_CACHE_SECONDS (issue 32, item 7: ten scrapers of a large cloud
+    made every scrape a read of every inventory), and say how old it is."""
+    import gzip
+    from concurrent.futures import ThreadPoolExecutor
+
+    import falcon.testing
+
+    from allotment.ledger import capacity
+    from allotment.metrics import exposition
+
+    reads = []
+    real = capacity.inventory_report
+
+    def counted(conn):
+        reads.append(1)
+        return real(conn)
+
+    monkeypatch.setattr(capacity, "inventory_report", counted)
+    app = make_app(make_conf(database.url, allotment__metrics=True), db=database.db,
+                   prepare=False)
+    client = PlacementClient(app)
+    rp = provider_with(client, "cn", VCPU=8)
+    with ThreadPoolExecutor(10) as pool:
+        scrapes = list(pool.map(lambda _: scrape(client), range(10)))
+    scrapes += [scrape(client) for _ in range(5)]
+    assert len(reads) == 1
+    for samples in scrapes:
+        assert value(samples, "placement_inventory_total", provider_uuid=rp,
+                     resource_class="VCPU") == 8
+        assert 0 <= value(samples, "placement_capacity_age_seconds") \
+            < exposition.CAPACITY_CACHE_SECONDS
+    # Gzipped: the same families (the capacity compressed once, with its read).
+    env = falcon.testing.create_environ(path="/metrics",
+                                        headers={"Accept-Encoding": "gzip",
+                                                 "X-Auth-Token": "admin"})
+    start = falcon.testing.StartResponseMock()
+    body = b"".join(app(env, start))
+    assert dict(start.headers)["content-encoding"] == "gzip"
+    samples = parse(gzip.decompress(body).decode())
+    assert value(samples, "placement_inventory_total", provider_uuid=rp,
+                 resource_class="VCPU") == 8
+    assert value(samples, "placement_capacity_scrape_success") == 1
+    assert len(reads) == 1
+
+
+def test_capacity_read_again_once_stale(database):
+    from allotment.metrics import exposition
+
+    now = [100.0]
+    report = exposition.CapacityReport(database.db, max_age=10.0, clock=lambda: now[0])
+    client = PlacementClient(make_app(make_conf(database.url), db=database.db,
+                                      prepare=False))
+    rp = provider_with(client, "cn", VCPU=8)
+    first = parse(report.render()[0].decode())
+    assert value(first, "placement_inventory_total", provider_uuid=rp) == 8
+    rp2 = provider_with(client, "cn-2", VCPU=4)
+    now[0] += 9.9
+    plain, _, age = report.render()
+    assert value(parse(plain.decode()), "placement_inventory_total", provider_uuid=rp2) == 0
+    assert value(parse(age.decode()), "placement_capacity_age_seconds") == 9.9
+    now[0] += 0.1
+    assert value(parse(report.render()[0].decode()), "placement_inventory_total",
+                 provider_uuid=rp2) == 4
+    assert report.reads == 2

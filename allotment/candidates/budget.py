@@ -134,6 +134,11 @@ class Budget:
         if entries_bound > self.limits.large_entries:
             self._take_slot(f"may return up to {entries_bound} allocation entries")
 
+    def take_slot(self, why: str) -> None:
+        """Take a large-search slot now: work that is large by its kind (the
+        audit reads whole tables), refused at once when none is free."""
+        self._take_slot(why)
+
     def step(self) -> None:
         """One unit of search work done (called very often: keep it cheap)."""
         self._countdown -= 1

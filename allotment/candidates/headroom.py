@@ -55,8 +55,13 @@ checked at every step of every walk; a count over more than
 ``candidates_large_entries`` trees x slots, or running past the grace time,
 takes a large-search slot), and a tree stops after ``MAX_ROUNDS`` walks (its
 count so far stands: that many fit; ``capped`` says how many trees stopped
-so). The spread path copies the providers it reads and lets go of the read
-model before it walks, so the worker's other requests go on meanwhile.
+so). A count that may be large by its request's shape alone (``shape_bound``:
+slots x the providers the model held last and the imagined hosts) takes its
+slot before it takes the read model, so one refused for lack of a slot costs
+the model nothing. The spread path copies the providers it reads and lets go of
+the read model before it walks, and the imagined hosts are counted after it is
+let go of (on a copy of the names), so the worker's other requests go on
+meanwhile.
 """
 
 from __future__ import annotations
@@ -86,6 +91,10 @@ MAX_ROUNDS = 10_000
 
 # Hosts one ``add`` may imagine.
 MAX_ADDED_HOSTS = 100_000
+# ``add`` templates one request may give: each is counted on its own (an
+# engine's preparation and walk), so thousands of them took a thread for the
+# whole time limit; a cloud has a handful of host types.
+MAX_TEMPLATES = 100
 
 # The imagined host's id and uuid, in the state of its own it is counted on.
 _IMAGINED_ID = 1
@@ -236,13 +245,32 @@ class _Tally:
 def answer(db: Database, model: ReadModel | None, request: CandidateRequest,
            what_if: WhatIf | None = None, budget: Budget | None = None) -> Headroom:
     """``count`` on the read model when there is one, else on a state loaded for
-    this request alone (as ``engine.answer`` reads)."""
+    this request alone (as ``engine.answer`` reads).
+
+    A count that may be large by its shape alone (``shape_bound``) takes its
+    large-search slot first: refused for lack of one, it never takes the model.
+    """
+    what_if = what_if or WhatIf()
+    budget = budget or Budget.unlimited()
+    budget.admit(shape_bound(request, what_if,
+                             model.providers_known if model is not None else 0))
     if model is None:
         with db.snapshot() as conn:
             state = load(conn)
         return count(state, request, what_if, budget)
     with model.held() as hold:
         return count(hold.state, request, what_if, budget, release=hold.release)
+
+
+def shape_bound(request: CandidateRequest, what_if: WhatIf, providers: int) -> int:
+    """What a count may walk, known before the model is taken: the slots of the
+    request (a granular group is one, each class of the unsuffixed group one)
+    times the trees it may walk, the cloud's providers (as many as the model held
+    last) and one per ``add`` template. Compared with ``candidates_large_entries``
+    as the bound after matching is."""
+    slots = sum(1 if group.suffix else max(len(group.resources), 1)
+                for group in request.groups)
+    return slots * (providers + len(what_if.add))
 
 
 def count(state: State, request: CandidateRequest, what_if: WhatIf | None = None,
@@ -272,16 +300,23 @@ def count(state: State, request: CandidateRequest, what_if: WhatIf | None = None
         tally = _Tally()
         added = [Added(template, 0) for template, _ in templates]
     else:
-        # The imagined hosts first: counting them never lets go of ``state``.
+        # The imagined hosts read only the names: kept, so that ``state`` may be
+        # let go of before they are counted.
+        names = _names(state) if templates else state
+        tally = _pack(state, source, request, prepared, excluded, wanted, budget, release)
+        optimal = tally.optimal
+        if templates and release is not None:
+            # What the answer reads of the real roots, then the model is let go
+            # of: counting thousands of imagined hosts must not hold it.
+            tally.providers = {rp: _copy(tally.providers[rp]) for rp in tally.by_root}
+            release()
         for template, records in templates:
-            imagined = _imagined_state(state, records)
+            imagined = _imagined_state(names, records)
             alone = _pack(imagined, ModelSource(imagined), request,
                           engine.prepare(ModelSource(imagined), request, budget),
                           set(), {}, budget, None)
             added.append(Added(template, alone.total))
             optimal = optimal and alone.optimal
-        tally = _pack(state, source, request, prepared, excluded, wanted, budget, release)
-        optimal = optimal and tally.optimal
     providers = tally.providers
     # Most first, then by name (unique; the id orders a nameless one); ``limit``
     # of them when the request has one.
@@ -511,6 +546,15 @@ def _template_records(state: State, template: HostTemplate
                                           defaults["max_unit"], defaults["step_size"],
                                           ratio, 0)
     return records
+
+
+def _names(state: State) -> State:
+    """A state holding only copies of the names of ``state`` (the model's own
+    dicts change when it is brought up to date)."""
+    return State(class_ids=dict(state.class_ids), class_names=dict(state.class_names),
+                 trait_ids=dict(state.trait_ids), trait_names=dict(state.trait_names),
+                 aggregate_ids=dict(state.aggregate_ids),
+                 aggregate_uuids=dict(state.aggregate_uuids))
 
 
 def _imagined_state(state: State, records: dict[int, capacity.InventoryWithUsage]) -> State:

@@ -408,6 +408,14 @@ class ReadModel:
         self.rebuilds = 0
         self.drifts = 0
 
+    @property
+    def providers_known(self) -> int:
+        """How many providers the model held when last brought up to date (read
+        without the lock: a request's estimate of its cost before it takes the
+        model; 0 before the first load)."""
+        state = self._state
+        return len(state.providers) if state is not None else 0
+
     @contextmanager
     def current(self) -> Iterator[State]:
         """The state as of a read transaction begun now, held while the caller reads it.

@@ -6,7 +6,8 @@ by default). Query string: ``limit`` (findings of each kind at most, 1 to
 1000, default 100) and ``kind`` (one or more kind names, comma-separated or
 repeated). The findings and their rules are ``allotment.ledger.audit``'s;
 the body is ``allotment.http.history_render.render_report``'s. It reads in
-one snapshot and changes nothing (docs/history.md, "Audit").
+one snapshot and changes nothing (docs/history.md, "Audit"), holding one of
+the worker's large-search slots, within ``candidates_time_limit``.
 """
 
 from __future__ import annotations
@@ -17,13 +18,16 @@ from typing import ClassVar
 import falcon
 
 from allotment import errors, policy
+from allotment.handlers.allocation_candidates import client_gone
 from allotment.handlers.base import Resource
 from allotment.http import render
 from allotment.http.context import Request
+from allotment.http.errors import explain as word_refusals
 from allotment.http.history_render import render_report
 from allotment.http.operations import Operation, ok
 from allotment.http.request import Query, excerpt, query, validate_query
 from allotment.ledger import audit
+from allotment.ledger.errors import CandidatesBusy, CandidatesTooSlow
 from allotment.schemas import audit as schema
 from allotment.schemas import responses as r
 
@@ -80,7 +84,22 @@ class AuditAllocations(Resource):
         kinds = parse_kinds(q)
         validate_query(q, schema.QUERY)  # other keys
         settings = audit.Settings.from_conf(self.conf)
-        with self.db.snapshot() as conn:
-            report = audit.audit(conn, settings, kinds, limit)
+        # Whole-table reads, seconds on a large cloud: run under the candidates
+        # budget, holding one of the worker's large-search slots (taken before
+        # anything is read; none free: 503 at once), within its time limit, and
+        # stopped when the client has gone.
+        with word_refusals({
+                CandidatesBusy: lambda e: "This server is already running as many "
+                                          "large searches and audits as it allows "
+                                          f"({e.slots} per worker process, [allotment] "
+                                          "candidates_large_slots). Retry later.",
+                CandidatesTooSlow: lambda e: "This audit could not be finished within "
+                                             f"{e.seconds:g} seconds ([allotment] "
+                                             "candidates_time_limit). Ask for fewer "
+                                             "kinds or a smaller limit."}), \
+                self.services.candidate_budget(client_gone(req)) as budget:
+            budget.take_slot("is an audit")
+            with self.db.snapshot() as conn:
+                report = audit.audit(conn, settings, kinds, limit, check=budget.check)
         render.json_response(req, resp, render_report(report), cache_headers=False)
         resp.set_header("Cache-Control", "no-store")

@@ -106,9 +106,13 @@ def parse_template(value: str) -> headroom.HostTemplate:
 
 def take_what_if(q: Query) -> headroom.WhatIf:
     """``exclude_roots`` and ``add`` (each repeatable), removed from ``q``."""
+    templates = _take(q, ADD)
+    if len(templates) > headroom.MAX_TEMPLATES:
+        raise _bad(f"'{ADD}' may be given at most {headroom.MAX_TEMPLATES} times (host "
+                   f"types to imagine). Got: {len(templates)}")
     return headroom.WhatIf(
         exclude_roots=parse_exclude_roots(_take(q, EXCLUDE_ROOTS)),
-        add=tuple(parse_template(value) for value in _take(q, ADD)))
+        add=tuple(parse_template(value) for value in templates))
 
 
 def _with_what_if(query: Schema) -> Schema:

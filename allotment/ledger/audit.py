@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import typing
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -124,13 +125,19 @@ class Report:
     findings: list[Finding]
 
 
+def _no_check() -> None:
+    pass
+
+
 def audit(conn: sa.Connection, settings: Settings, kinds: Iterable[str] = KINDS,
           limit_per_kind: int = 100, history_per_finding: int = HISTORY_PER_FINDING,
-          now: datetime.datetime | None = None) -> Report:
+          now: datetime.datetime | None = None,
+          check: Callable[[], None] = _no_check) -> Report:
     """The findings of ``kinds`` (``KINDS`` names), the counts of all kinds.
 
     ``now`` (naive UTC) is the time the report is of: the migrations' ages
-    count to it.
+    count to it. ``check`` is called before every statement and may raise to
+    stop the audit (the caller's budget: time, a client gone).
     """
     now = now or utcnow()
     wanted = set(kinds)
@@ -138,12 +145,26 @@ def audit(conn: sa.Connection, settings: Settings, kinds: Iterable[str] = KINDS,
     if unknown:
         raise ValueError(f"unknown finding kinds: {sorted(unknown)}")
     findings: list[Finding] = []
+    # Every statement below goes through ``execute`` (all the helpers use).
+    checked = typing.cast(sa.Connection, _Checked(conn, check))
     for kind in KINDS:
         if kind in wanted:
             page = _MATCHING[kind](settings, now).limit(limit_per_kind)
-            findings += _FINDINGS[kind](conn, conn.execute(page).all(), settings, now)
-    return Report(now, settings, count(conn, settings, now),
-                  _with_history(conn, findings, history_per_finding))
+            findings += _FINDINGS[kind](checked, checked.execute(page).all(), settings, now)
+    return Report(now, settings, count(checked, settings, now),
+                  _with_history(checked, findings, history_per_finding))
+
+
+class _Checked:
+    """A connection whose every statement is preceded by ``check``."""
+
+    def __init__(self, conn: sa.Connection, check: Callable[[], None]) -> None:
+        self.conn = conn
+        self.check = check
+
+    def execute(self, statement: Any) -> sa.CursorResult[Any]:
+        self.check()
+        return self.conn.execute(statement)
 
 
 def count(conn: sa.Connection, settings: Settings,

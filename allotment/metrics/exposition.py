@@ -100,12 +100,18 @@ def with_metrics(app: WSGIApp, conf: Any, db: Database, routes: list[str],
     findings = AuditFindings(db, audit.Settings.from_conf(conf))
     room = HeadroomGauges(db, read_model, budget or (lambda: Budget(Limits.from_conf(conf))),
                           shapes)
+    cloud = CapacityReport(db)
 
-    def scrape() -> bytes:
+    def scrape(gzipped: bool) -> bytes:
         from prometheus_client import generate_latest
 
-        return (generate_latest(registry) + render_capacity(db) + findings.render()
-                + room.render())
+        plain, packed, age = cloud.render()
+        own = generate_latest(registry) + findings.render() + room.render() + age
+        if not gzipped:
+            return own + plain
+        # Two gzip members, one after the other, are one gzip stream (RFC 1952,
+        # 2.2): the capacity's, compressed once per read, and this scrape's own.
+        return gzip.compress(own, compresslevel=GZIP_LEVEL) + packed
 
     return MetricsMiddleware(app, metrics, scrape, routes,
                              parse_listen(conf.allotment.metrics_listen))
@@ -126,7 +132,7 @@ def parse_listen(value: str | None) -> tuple[str, int] | None:
 class MetricsMiddleware:
     """Serves /metrics where configured; times and counts every other request."""
 
-    def __init__(self, app: WSGIApp, metrics: Metrics, scrape: Callable[[], bytes],
+    def __init__(self, app: WSGIApp, metrics: Metrics, scrape: Callable[[bool], bytes],
                  routes: list[str], listen: tuple[str, int] | None) -> None:
         self.app = app
         self.metrics = metrics
@@ -207,11 +213,10 @@ class MetricsMiddleware:
 
     def _render(self, accept_encoding: str) -> tuple[bytes, list[tuple[str, str]]]:
         """A scrape's body and headers (gzip when the client accepts it)."""
-        body = self.scrape()
+        gzipped = "gzip" in accept_encoding
+        body = self.scrape(gzipped)
         headers = [("Content-Type", CONTENT_TYPE)]
-        if "gzip" in accept_encoding:
-            # Level 1: a quarter of the default's time, 15 % larger.
-            body = gzip.compress(body, compresslevel=1)
+        if gzipped:
             headers.append(("Content-Encoding", "gzip"))
         return body, headers
 
@@ -324,6 +329,11 @@ def _escape(value: str | None) -> str:
 
 def render_capacity(db: Database) -> bytes:
     """The capacity families as exposition text, read now from the database."""
+    return _capacity_text(db)[0]
+
+
+def _capacity_text(db: Database) -> tuple[bytes, bool]:
+    """The capacity families, and whether the database could be read."""
     started = time.perf_counter()
     try:
         with db.read() as conn:
@@ -334,7 +344,8 @@ def render_capacity(db: Database) -> bytes:
         # itself, not as a driver error); the scrape still answers.
         LOG.warning("metrics: cannot read the capacity report: %s", exc)
         return _gauge("placement_capacity_scrape_success",
-                      "1 if this scrape read the capacity from the database, 0 if not.", 0)
+                      "1 if this scrape read the capacity from the database, 0 if not.",
+                      0), False
     out = ["# HELP placement_resource_provider_info One sample (1) per resource provider: "
            "its name, root and parent (join on provider_uuid).\n"
            "# TYPE placement_resource_provider_info gauge\n"]
@@ -359,10 +370,69 @@ def render_capacity(db: Database) -> bytes:
     body = "".join(out).encode()
     return body + _gauge(
         "placement_capacity_scrape_duration_seconds",
-        "Time this scrape took to read and render the capacity families.",
+        "Time the read of the capacity families took (to read and render them).",
         time.perf_counter() - started) + _gauge(
         "placement_capacity_scrape_success",
-        "1 if this scrape read the capacity from the database, 0 if not.", 1)
+        "1 if this scrape read the capacity from the database, 0 if not.", 1), True
+
+
+# Seconds a worker serves the capacity it read before it reads it again. A
+# scrape costs a second or more of a worker's time at 10,000 providers: ten
+# scrapers, or ten scrapes at once, must cost one read, not ten.
+CAPACITY_CACHE_SECONDS = 10.0
+# Level 1: a quarter of the default's time, 15 % larger.
+GZIP_LEVEL = 1
+
+
+class CapacityReport:
+    """The capacity families (``render_capacity``), read at most once every
+    ``CAPACITY_CACHE_SECONDS`` in each worker, and kept both plain and gzipped.
+
+    One thread reads; scrapes that come meanwhile answer the last read at once
+    (only the first scrapes of a worker wait for it), so scrapers never hold
+    more than one thread and one connection. Each scrape says how old the
+    numbers it gives are (``placement_capacity_age_seconds``). A failed read is
+    not kept: the next scrape tries again.
+    """
+
+    def __init__(self, db: Database, max_age: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.db = db
+        self.max_age = CAPACITY_CACHE_SECONDS if max_age is None else max_age
+        self.clock = clock
+        self._reading = threading.Lock()
+        self._kept: tuple[bytes, bytes, float] | None = None  # plain, gzipped, read at
+        self.reads = 0
+
+    def render(self) -> tuple[bytes, bytes, bytes]:
+        """(plain, gzipped, the age gauge) of the capacity families."""
+        kept = self._kept
+        # The first to find it stale reads; the others answer what is kept.
+        if (kept is None or self._stale(kept)) \
+                and self._reading.acquire(blocking=kept is None):
+            try:
+                latest = self._kept  # another thread may have read meanwhile
+                kept = self._read() if latest is None or self._stale(latest) else latest
+            finally:
+                self._reading.release()
+        assert kept is not None
+        plain, packed, read_at = kept
+        return plain, packed, _gauge(
+            "placement_capacity_age_seconds",
+            "Seconds since the capacity families of this scrape were read from the "
+            f"database (each worker reads them at most every {self.max_age:g} s).",
+            round(max(self.clock() - read_at, 0.0), 3))
+
+    def _stale(self, kept: tuple[bytes, bytes, float]) -> bool:
+        return self.clock() - kept[2] >= self.max_age
+
+    def _read(self) -> tuple[bytes, bytes, float]:
+        read_at = self.clock()
+        plain, ok = _capacity_text(self.db)
+        self.reads += 1
+        fresh = (plain, gzip.compress(plain, compresslevel=GZIP_LEVEL), read_at)
+        self._kept = fresh if ok else None
+        return fresh
 
 
 def _gauge(name: str, help_text: str, value: float) -> bytes:

@@ -402,6 +402,68 @@ def test_over_the_answer_budget_a_stalled_writer_waits_then_is_let_go(
         dispatcher.shutdown(timeout=5)
 
 
+
+def test_an_answer_made_slowly_is_not_cut_off_before_it_is_sent(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process, the I/O loop stepped by the test: an answer that took longer
+    than request_timeout to make is not cut off when the server's maintenance
+    runs after it was buffered and before its first byte was sent (issue 32,
+    item 8: "closed after 30 s without progress (272 bytes unsent)", a thread
+    preempted between the two under load). The cut-off counts from when the
+    answer began, not from the request's arrival."""
+    limits = http_server.ConnectionLimits(request_timeout=0.5, keepalive_timeout=2)
+    buffered, go_on = threading.Event(), threading.Event()
+    flush = http_server.PlacementChannel._flush_some
+
+    def held_flush(channel: http_server.PlacementChannel, do_close: bool = True) -> bool:
+        if threading.current_thread() is not threading.main_thread() and not go_on.is_set():
+            buffered.set()  # the application thread: buffered, not sent yet
+            go_on.wait(10)
+        return bool(flush(channel, do_close))
+
+    monkeypatch.setattr(http_server.PlacementChannel, "_flush_some", held_flush)
+
+    def app(environ: dict, start_response) -> Iterator[bytes]:
+        # The answer takes longer to make than request_timeout (a long audit, say).
+        threading.Event().wait(limits.request_timeout * 2)
+        body = b'{"made": "slowly"}'
+        start_response("200 OK", [("Content-Type", "application/json"),
+                                  ("Content-Length", str(len(body)))])
+        return [body]
+
+    adjustments = http_server.adjustments_for(limits, threads=1, backlog=16,
+                                              host="127.0.0.1", port=0)
+    socket_map: dict = {}
+    dispatcher = ThreadedTaskDispatcher()
+    dispatcher.set_thread_count(1)
+    listener = http_server.PlacementServer(app, socket_map, dispatcher=dispatcher,
+                                           adj=adjustments)
+    listener.limits = limits
+    address = ("127.0.0.1", int(listener.effective_port))
+
+    def step_until(condition, within: float = 10) -> None:
+        deadline = time.monotonic() + within
+        while not condition():
+            assert time.monotonic() < deadline, "the I/O loop did not get there"
+            wasyncore.loop(timeout=0.05, map=socket_map, use_poll=True, count=1)
+
+    try:
+        with socket.create_connection(address, timeout=10) as sock:
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            step_until(lambda: any(c.requests for c in listener.active_channels.values()))
+            (channel,) = listener.active_channels.values()
+            assert buffered.wait(10)
+            assert channel.total_outbufs_len > 0
+            listener.maintenance(time.time())
+            assert channel.socket is not None, "cut off before its first byte was sent"
+            go_on.set()
+            step_until(lambda: not channel.requests and not channel.total_outbufs_len)
+            assert Reader(sock).answer().body == b'{"made": "slowly"}'
+    finally:
+        go_on.set()
+        listener.close()
+        dispatcher.shutdown(timeout=5)
+
 # -- running out of file descriptors --------------------------------------------------------
 
 @pytest.fixture(scope="module")
