@@ -85,6 +85,13 @@ ALLOTMENT_OPTS = [
     cfg.IntOpt("max_request_header_size", default=64 * 1024, min=1024,
                help="Largest request line plus headers accepted, in bytes; larger "
                     "ones get 431."),
+    cfg.IntOpt("own_routes_slots", default=2, min=1,
+               help="Requests to allotment's own read routes (the dashboard's API, "
+                    "/history, /audit, /headroom, explain, /metrics on the API port) "
+                    "each worker process serves at once; one more is refused at once "
+                    "with 503 and Retry-After, so that they never hold every thread and "
+                    "the Placement API (claims, candidates, nova's polls) is always "
+                    "served. Keep it below --threads."),
     cfg.IntOpt("max_json_depth", default=32, min=4,
                help="Deepest nesting of arrays and objects accepted in a JSON body; "
                     "deeper ones get 400."),

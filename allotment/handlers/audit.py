@@ -64,6 +64,7 @@ def parse_kinds(q: Query) -> list[str]:
 
 
 class AuditAllocations(Resource):
+    own_route = True
     operations: ClassVar[dict[str, Operation]] = {
         "GET": Operation(
             "Audit: what looks wrong in allocations and inventories now, each finding "

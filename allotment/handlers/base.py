@@ -33,6 +33,9 @@ _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 class Resource:
     # HTTP method -> what it is (rule, first version, schemas, answers).
     operations: ClassVar[dict[str, Operation]] = {}
+    # One of allotment's own read routes: served under the worker's
+    # ``own_routes_slots`` (``allotment.http.middleware``).
+    own_route: ClassVar[bool] = False
 
     def __init__(self, services: Services) -> None:
         self.services = services

@@ -80,6 +80,8 @@ def _page(q: Query) -> tuple[int, int]:
 class DashboardResource(Resource, abc.ABC):
     """A GET that exists only with the dashboard on, checks its rule, answers ``read``."""
 
+    own_route = True
+
     # The rule's target (None: the caller's own project and user, as upstream
     # checks the rules that look at no target).
     target: ClassVar[Mapping[str, str] | None] = None

@@ -69,6 +69,7 @@ def _with_explain_limit(query: Schema) -> Schema:
 
 
 class ExplainAllocationCandidates(Resource):
+    own_route = True
     # What the document says; ``take_explain_limit`` and ``parse_request`` check it.
     operations: ClassVar[dict[str, Operation]] = {
         "GET": Operation(

@@ -139,6 +139,7 @@ def _with_what_if(query: Schema) -> Schema:
 
 
 class Headroom(Resource):
+    own_route = True
     # What the document says; ``take_what_if`` and ``parse_request`` check it.
     operations: ClassVar[dict[str, Operation]] = {
         "GET": Operation(

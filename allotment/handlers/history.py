@@ -99,6 +99,7 @@ def _answer(req: Request, resp: falcon.Response, page: history.Page,
 
 
 class AllocationHistory(Resource):
+    own_route = True
     operations: ClassVar[dict[str, Operation]] = {"GET": Operation(
         "History: every change to what consumers hold, newest first (allotment's own)",
         (ok(200, r.HISTORY_ALLOCATIONS),), rule=policy.HISTORY_ALLOCATIONS,
@@ -119,6 +120,7 @@ class AllocationHistory(Resource):
 
 
 class InventoryHistory(Resource):
+    own_route = True
     operations: ClassVar[dict[str, Operation]] = {"GET": Operation(
         "History: every change to providers' inventories, newest first (allotment's own)",
         (ok(200, r.HISTORY_INVENTORIES),), rule=policy.HISTORY_INVENTORIES,

@@ -25,6 +25,7 @@ _OPTION = "[allotment] metrics"
 
 
 class Metrics(Resource):
+    own_route = True
     operations: ClassVar[dict[str, Operation]] = {"GET": Operation(
         f"Prometheus metrics, text format (allotment's own, with `{_OPTION} = True` and "
         "no `metrics_listen` only)",

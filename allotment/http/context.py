@@ -11,7 +11,8 @@ from allotment.http.microversion import Version
 class RequestContext:
     """Filled by ``PlacementMiddleware`` before any handler runs."""
 
-    __slots__ = ("bare_error", "identity", "max_json_depth", "negotiated", "request_id")
+    __slots__ = ("bare_error", "holds_own_slot", "identity", "max_json_depth", "negotiated",
+                 "request_id")
 
     def __init__(self) -> None:
         self.request_id: str | None = None
@@ -23,6 +24,9 @@ class RequestContext:
         self.bare_error = False
         # ``[allotment] max_json_depth``, set with the other request limits.
         self.max_json_depth = 32
+        # One of the worker's ``[allotment] own_routes_slots`` is held (released
+        # on the way out).
+        self.holds_own_slot = False
 
     @property
     def version(self) -> Version:

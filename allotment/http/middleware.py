@@ -4,10 +4,16 @@ Order: request id and identity from the WSGI layers below, then microversion
 negotiation and the body preconditions; once the route is known, the Accept
 check where the route's operation negotiates it (``Operation.accept``); on the
 way out the microversion and request-id headers.
+
+Requests to allotment's own read routes (a handler class with ``own_route``)
+each hold one of the worker's ``own_routes_slots`` from the moment the route
+is known until the answer is made: they cost up to a second or more each, and
+ten clients sending only them must not take every thread from the API.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -21,6 +27,9 @@ from allotment.http.environ import IDENTITY_ENVIRON, REQUEST_ID_ENVIRON
 from allotment.http.operations import Operation
 from allotment.http.request import NUL_REFUSED, accepts_json
 
+# Seconds a request refused for lack of an own-route slot is told to wait.
+OWN_ROUTE_RETRY_AFTER = 1
+
 
 @dataclass(frozen=True)
 class RequestLimits:
@@ -33,18 +42,21 @@ class RequestLimits:
     max_request_body_size: int = 10 * 1024 * 1024
     max_query_string_length: int = 32 * 1024
     max_json_depth: int = 32
+    own_routes_slots: int = 2
 
     @classmethod
     def from_conf(cls, conf: cfg.ConfigOpts) -> RequestLimits:
         opts = conf.allotment
         return cls(max_request_body_size=opts.max_request_body_size,
                    max_query_string_length=opts.max_query_string_length,
-                   max_json_depth=opts.max_json_depth)
+                   max_json_depth=opts.max_json_depth,
+                   own_routes_slots=opts.own_routes_slots)
 
 
 class PlacementMiddleware:
     def __init__(self, limits: RequestLimits | None = None) -> None:
         self.limits = limits or RequestLimits()
+        self.own_slots = threading.BoundedSemaphore(self.limits.own_routes_slots)
 
     def process_request(self, req: Request, resp: falcon.Response) -> None:
         env = req.env
@@ -97,9 +109,19 @@ class PlacementMiddleware:
                 op = operations.get(req.method)
                 if op is not None and op.negotiates_accept(req.context.negotiated):
                     raise errors.NotAcceptable("Only application/json is provided")
+        if getattr(resource, "own_route", False):
+            if not self.own_slots.acquire(blocking=False):
+                raise errors.PlacementError(
+                    "This server is busy answering other requests of this kind; retry in "
+                    f"{OWN_ROUTE_RETRY_AFTER} second.", status=503,
+                    headers={"Retry-After": str(OWN_ROUTE_RETRY_AFTER)})
+            req.context.holds_own_slot = True
 
     def process_response(self, req: Request, resp: falcon.Response, resource: object,
                          req_succeeded: bool) -> None:
+        if req.context.holds_own_slot:
+            req.context.holds_own_slot = False
+            self.own_slots.release()
         version = req.context.negotiated
         if version is not None:
             resp.set_header("openstack-api-version", f"placement {version}")
