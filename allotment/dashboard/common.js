@@ -47,15 +47,31 @@ export class ApiError extends Error {
   }
 }
 
+// A 503 with Retry-After (the worker's own_routes_slots or large-search slots
+// are taken, often by this page's own requests in parallel) is tried again
+// after the wait the server asks for, a few times, before it is shown.
+const BUSY_TRIES = 5;
+
+const sleep = (seconds) => new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+
+async function fetchApi(path) {
+  for (let attempt = 1; ; attempt++) {
+    const response = await fetch(ROOT + path, {
+      headers: {
+        "X-Auth-Token": token.get() || "",
+        "Accept": "application/json",
+        "OpenStack-API-Version": VERSION,
+      },
+      credentials: "omit",
+    });
+    const wait = Number(response.headers.get("Retry-After"));
+    if (response.status !== 503 || !(wait > 0) || attempt >= BUSY_TRIES) return response;
+    await sleep(Math.min(wait, 5));
+  }
+}
+
 export async function api(path) {
-  const response = await fetch(ROOT + path, {
-    headers: {
-      "X-Auth-Token": token.get() || "",
-      "Accept": "application/json",
-      "OpenStack-API-Version": VERSION,
-    },
-    credentials: "omit",
-  });
+  const response = await fetchApi(path);
   const text = await response.text();
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch (_e) { data = null; }
