@@ -34,15 +34,8 @@ def dash(database) -> PlacementClient:
 
 def as_roles(client: PlacementClient, roles: str, **headers: str) -> PlacementClient:
     """The same application as a user with these roles."""
-    other = PlacementClient(client._app, token="someone:some-project")
-    original = other.request
-
-    def request(method, path, body=None, **kw):
-        kw["headers"] = {"X-Roles": roles, **headers, **(kw.get("headers") or {})}
-        return original(method, path, body, **kw)
-
-    other.request = request  # type: ignore[method-assign]
-    return other
+    return PlacementClient(client._app, token="someone:some-project",
+                           headers={"X-Roles": roles, **headers})
 
 
 def _cloud(client: PlacementClient) -> dict[str, str]:

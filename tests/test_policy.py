@@ -348,17 +348,8 @@ def policy_app(database, tmp_path, mode: str = "secure",
 
 def as_persona(app, persona: str) -> PlacementClient:
     headers = PERSONAS[persona]
-    client = PlacementClient(app, token=None if headers is None else "user",
-                             version=LATEST)
-    if headers is not None:
-        original = client.request
-
-        def request(method, path, body=None, **kw):
-            kw["headers"] = {**headers, **(kw.get("headers") or {})}
-            return original(method, path, body, **kw)
-
-        client.request = request
-    return client
+    return PlacementClient(app, token=None if headers is None else "user", version=LATEST,
+                           headers=headers)
 
 
 def fingerprint(engine) -> dict:

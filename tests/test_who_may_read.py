@@ -87,17 +87,8 @@ EXPECTED_ALLOWED: dict[str, set[str]] = {
 
 def as_identity(app, identity: str) -> PlacementClient:
     headers = IDENTITIES[identity]
-    client = PlacementClient(app, token=None if headers is None else "someone",
-                             version=LATEST)
-    if headers is not None:
-        original = client.request
-
-        def request(method, path, body=None, **kw):
-            kw["headers"] = {**headers, **(kw.get("headers") or {})}
-            return original(method, path, body, **kw)
-
-        client.request = request  # type: ignore[method-assign]
-    return client
+    return PlacementClient(app, token=None if headers is None else "someone",
+                           version=LATEST, headers=headers)
 
 
 def _app(database, tmp_path, mode: str = "secure", policy_yaml: str = "{}\n"):

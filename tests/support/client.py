@@ -30,12 +30,15 @@ class Response:
 
 
 class PlacementClient:
-    """Requests as an admin (noauth2 token ``admin``) at a chosen microversion."""
+    """Requests as an admin (noauth2 token ``admin``) at a chosen microversion;
+    ``headers`` go with every request (an identity's, say), a request's own win."""
 
-    def __init__(self, app, token: str | None = "admin", version: str | None = None) -> None:
+    def __init__(self, app, token: str | None = "admin", version: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
         self._app = app
         self.token = token
         self.version = version
+        self.headers = dict(headers or {})
 
     def request(self, method: str, path: str, body: Any = None, *, version: str | None = None,
                 headers: dict[str, str] | None = None, raw: str | bytes | None = None,
@@ -53,6 +56,7 @@ class PlacementClient:
             all_headers["Content-Type"] = "application/json"
         elif raw is not None:
             kwargs["body"] = raw
+        all_headers.update(self.headers)
         all_headers.update(headers or {})
         path, _, query = path.partition("?")
         # Called directly rather than through simulate_request: its wsgiref
