@@ -123,6 +123,17 @@ ALLOTMENT_ROUTES: dict[str, list[str]] = {
 }
 REFUSED = (401, 403)
 
+# Routes that answer a caller the part it may read rather than refuse it: each
+# bounding request -> the text naming its part of the answer. A 200 there must
+# not name a part whose bounding request upstream refused the caller (a project
+# reader sees its own project's row of /dashboard/api/projects, never another's).
+FILTERED: dict[str, dict[str, str]] = {
+    "GET /dashboard/api/projects": {
+        "GET /usages?project_id={project_a}": "{project_a}",
+        "GET /usages?project_id={project_b}": "{project_b}",
+    },
+}
+
 
 def allotment_call(key: str) -> Call:
     method, path = key.split(" ", 1)
