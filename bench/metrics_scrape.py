@@ -112,7 +112,8 @@ def _answers(url: str) -> bool:
 
 
 def scrape(base: str, compressed: bool) -> tuple[float, bytes]:
-    headers = {"Accept-Encoding": "gzip"} if compressed else {}
+    # /metrics on the API port is an admin's read (noauth2 token ``admin``).
+    headers = {"X-Auth-Token": "admin", **({"Accept-Encoding": "gzip"} if compressed else {})}
     request = urllib.request.Request(base + "/metrics", headers=headers)
     started = time.perf_counter()
     with urllib.request.urlopen(request, timeout=60) as resp:

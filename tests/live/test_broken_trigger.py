@@ -118,7 +118,9 @@ def test_a_claim_succeeds_past_a_cached_broken_trigger(server: MariaDBServer, tm
             root.close()
         log = api.log_path.read_text(errors="replace")
         assert logged in log
-        with urllib.request.urlopen(api.url + "/metrics", timeout=10) as response:
+        scrape = urllib.request.Request(api.url + "/metrics",
+                                        headers={"X-Auth-Token": "admin"})
+        with urllib.request.urlopen(scrape, timeout=10) as response:
             exposed = response.read().decode()
         assert 'placement_write_retries_total{cause="broken_trigger"} 1.0' in exposed
         assert "Uncaught exception" not in log

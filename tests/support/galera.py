@@ -193,7 +193,9 @@ class GaleraCluster:
 
 def write_retries(url: str) -> dict[str, float]:
     """A server's ``placement_write_retries`` counters by cause, from its /metrics."""
-    with urllib.request.urlopen(url + "/metrics", timeout=10) as response:
+    # /metrics on the API port is an admin's read (noauth2 token ``admin``).
+    request = urllib.request.Request(url + "/metrics", headers={"X-Auth-Token": "admin"})
+    with urllib.request.urlopen(request, timeout=10) as response:
         text = response.read().decode()
     found: dict[str, float] = {}
     for line in text.splitlines():
