@@ -87,7 +87,7 @@ ALLOTMENT_OPTS = [
                     "ones get 431."),
     cfg.IntOpt("own_routes_slots", default=2, min=1,
                help="Requests to allotment's own read routes (the dashboard's API, "
-                    "/history, /audit, /headroom, explain, /metrics on the API port) "
+                    "/history, /audit, /headroom, explain) "
                     "each worker process serves at once; one more is refused at once "
                     "with 503 and Retry-After, so that they never hold every thread and "
                     "the Placement API (claims, candidates, nova's polls) is always "

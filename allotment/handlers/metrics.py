@@ -25,7 +25,10 @@ _OPTION = "[allotment] metrics"
 
 
 class Metrics(Resource):
-    own_route = True
+    # Not an own route (no ``own_routes_slots``): scrapes at once share one read
+    # of the capacity and of the audit's counts (``allotment.metrics.exposition``)
+    # and then cost a copy of bytes; a Prometheus pair scraping together must not
+    # see a 503, which it records as the target down.
     operations: ClassVar[dict[str, Operation]] = {"GET": Operation(
         f"Prometheus metrics, text format (allotment's own, with `{_OPTION} = True` and "
         "no `metrics_listen` only)",

@@ -35,7 +35,6 @@ import gzip
 import ipaddress
 import json
 import logging
-import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable
@@ -56,6 +55,7 @@ from allotment.http.environ import REQUEST_ID_ENVIRON
 from allotment.ledger import audit, capacity
 from allotment.metrics import REFUSAL_CODE_ENVIRON, Metrics, enable
 from allotment.metrics.headroom import HeadroomGauges, parse_shapes
+from allotment.metrics.kept import KeptRead
 
 LOG = logging.getLogger(__name__)
 
@@ -386,13 +386,9 @@ GZIP_LEVEL = 1
 
 class CapacityReport:
     """The capacity families (``render_capacity``), read at most once every
-    ``CAPACITY_CACHE_SECONDS`` in each worker, and kept both plain and gzipped.
-
-    One thread reads; scrapes that come meanwhile answer the last read at once
-    (only the first scrapes of a worker wait for it), so scrapers never hold
-    more than one thread and one connection. Each scrape says how old the
-    numbers it gives are (``placement_capacity_age_seconds``). A failed read is
-    not kept: the next scrape tries again.
+    ``CAPACITY_CACHE_SECONDS`` in each worker (``KeptRead``), and kept both plain
+    and gzipped. Each scrape says how old the numbers it gives are
+    (``placement_capacity_age_seconds``).
     """
 
     def __init__(self, db: Database, max_age: float | None = None,
@@ -400,39 +396,25 @@ class CapacityReport:
         self.db = db
         self.max_age = CAPACITY_CACHE_SECONDS if max_age is None else max_age
         self.clock = clock
-        self._reading = threading.Lock()
-        self._kept: tuple[bytes, bytes, float] | None = None  # plain, gzipped, read at
-        self.reads = 0
+        self._kept: KeptRead[tuple[bytes, bytes]] = KeptRead(
+            self._read, lambda: self.max_age, clock)
+
+    @property
+    def reads(self) -> int:
+        return self._kept.reads
 
     def render(self) -> tuple[bytes, bytes, bytes]:
         """(plain, gzipped, the age gauge) of the capacity families."""
-        kept = self._kept
-        # The first to find it stale reads; the others answer what is kept.
-        if (kept is None or self._stale(kept)) \
-                and self._reading.acquire(blocking=kept is None):
-            try:
-                latest = self._kept  # another thread may have read meanwhile
-                kept = self._read() if latest is None or self._stale(latest) else latest
-            finally:
-                self._reading.release()
-        assert kept is not None
-        plain, packed, read_at = kept
+        (plain, packed), read_at = self._kept.get()
         return plain, packed, _gauge(
             "placement_capacity_age_seconds",
             "Seconds since the capacity families of this scrape were read from the "
             f"database (each worker reads them at most every {self.max_age:g} s).",
             round(max(self.clock() - read_at, 0.0), 3))
 
-    def _stale(self, kept: tuple[bytes, bytes, float]) -> bool:
-        return self.clock() - kept[2] >= self.max_age
-
-    def _read(self) -> tuple[bytes, bytes, float]:
-        read_at = self.clock()
+    def _read(self) -> tuple[tuple[bytes, bytes], bool]:
         plain, ok = _capacity_text(self.db)
-        self.reads += 1
-        fresh = (plain, gzip.compress(plain, compresslevel=GZIP_LEVEL), read_at)
-        self._kept = fresh if ok else None
-        return fresh
+        return (plain, gzip.compress(plain, compresslevel=GZIP_LEVEL)), ok
 
 
 def _gauge(name: str, help_text: str, value: float) -> bytes:
@@ -447,41 +429,34 @@ AUDIT_CACHE_SECONDS = 60.0
 
 class AuditFindings:
     """``allotment_audit_findings{kind}``: how many findings of each kind the audit
-    (GET /audit/allocations) has now, counted at most every ``AUDIT_CACHE_SECONDS``.
-
-    One COUNT per kind in one snapshot; concurrent scrapes wait for the one
-    counting. A failed count is not kept: the next scrape tries again.
+    (GET /audit/allocations) has now, counted at most every ``AUDIT_CACHE_SECONDS``
+    (``KeptRead``): one COUNT per kind in one snapshot. A failed count is not
+    kept: the next scrape tries again.
     """
 
     def __init__(self, db: Database, settings: audit.Settings) -> None:
         self.db = db
         self.settings = settings
-        self._lock = threading.Lock()
-        self._body: bytes | None = None
-        self._counted_at = 0.0
+        self._kept: KeptRead[bytes] = KeptRead(self._count, lambda: AUDIT_CACHE_SECONDS)
 
     def render(self) -> bytes:
-        with self._lock:
-            now = time.monotonic()
-            if self._body is not None and now - self._counted_at < AUDIT_CACHE_SECONDS:
-                return self._body
-            try:
-                with self.db.snapshot() as conn:
-                    counts = audit.count(conn, self.settings)
-            except (SQLAlchemyError, DatabaseUnavailable) as exc:
-                LOG.warning("metrics: cannot count the audit's findings: %s", exc)
-                self._body = None
-                return _gauge("allotment_audit_scrape_success",
-                              "1 if the audit's findings were counted, 0 if the database "
-                              "could not be read.", 0)
-            out = ["# HELP allotment_audit_findings Findings of the audit (GET "
-                   "/audit/allocations) by kind, counted at most every "
-                   f"{AUDIT_CACHE_SECONDS:g} s.\n# TYPE allotment_audit_findings gauge\n"]
-            out += [f'allotment_audit_findings{{kind="{kind}"}} {counts[kind]}\n'
-                    for kind in audit.KINDS]
-            self._body = "".join(out).encode() + _gauge(
-                "allotment_audit_scrape_success",
-                "1 if the audit's findings were counted, 0 if the database could not be "
-                "read.", 1)
-            self._counted_at = now
-            return self._body
+        return self._kept.get()[0]
+
+    def _count(self) -> tuple[bytes, bool]:
+        try:
+            with self.db.snapshot() as conn:
+                counts = audit.count(conn, self.settings)
+        except (SQLAlchemyError, DatabaseUnavailable) as exc:
+            LOG.warning("metrics: cannot count the audit's findings: %s", exc)
+            return _gauge("allotment_audit_scrape_success",
+                          "1 if the audit's findings were counted, 0 if the database "
+                          "could not be read.", 0), False
+        out = ["# HELP allotment_audit_findings Findings of the audit (GET "
+               "/audit/allocations) by kind, counted at most every "
+               f"{AUDIT_CACHE_SECONDS:g} s.\n# TYPE allotment_audit_findings gauge\n"]
+        out += [f'allotment_audit_findings{{kind="{kind}"}} {counts[kind]}\n'
+                for kind in audit.KINDS]
+        return "".join(out).encode() + _gauge(
+            "allotment_audit_scrape_success",
+            "1 if the audit's findings were counted, 0 if the database could not be "
+            "read.", 1), True

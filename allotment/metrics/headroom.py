@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -40,6 +38,7 @@ from allotment.http.candidates_query import parse_request
 from allotment.http.microversion import MAX
 from allotment.http.request import Query
 from allotment.ledger.errors import LedgerError
+from allotment.metrics.kept import KeptRead
 
 LOG = logging.getLogger(__name__)
 
@@ -87,7 +86,8 @@ def _escape(value: str) -> str:
 
 class HeadroomGauges:
     """The headroom families for the configured shapes, counted at most every
-    ``HEADROOM_CACHE_SECONDS``; concurrent scrapes wait for the one counting."""
+    ``HEADROOM_CACHE_SECONDS`` (``KeptRead``); kept only when every shape was
+    counted."""
 
     def __init__(self, db: Database, read_model: ReadModel | None,
                  budget: Callable[[], Budget], shapes: list[Shape]) -> None:
@@ -95,23 +95,17 @@ class HeadroomGauges:
         self.read_model = read_model
         self.budget = budget
         self.shapes = shapes
-        self._lock = threading.Lock()
-        self._body: bytes | None = None
-        self._counted_at = 0.0
+        self._kept: KeptRead[bytes] = KeptRead(self._count_all,
+                                               lambda: HEADROOM_CACHE_SECONDS)
 
     def render(self) -> bytes:
         if not self.shapes:
             return b""
-        with self._lock:
-            now = time.monotonic()
-            if self._body is not None and now - self._counted_at < HEADROOM_CACHE_SECONDS:
-                return self._body
-            counted = {shape.name: self._count(shape) for shape in self.shapes}
-            body = _render(counted)
-            complete = all(found is not None for found in counted.values())
-            self._body = body if complete else None
-            self._counted_at = now
-            return body
+        return self._kept.get()[0]
+
+    def _count_all(self) -> tuple[bytes, bool]:
+        counted = {shape.name: self._count(shape) for shape in self.shapes}
+        return _render(counted), all(found is not None for found in counted.values())
 
     def _count(self, shape: Shape) -> headroom.Headroom | None:
         """GET /headroom's answer for ``shape``; None (logged) if it cannot be had."""
