@@ -432,16 +432,25 @@ class WaitressWorker(Worker):
             server.del_channel()
             server.socket.close()
         deadline = time.monotonic() + self.cfg.graceful_timeout
-        while time.monotonic() < deadline and any(
+        while time.monotonic() < deadline and (_tasks_running(dispatcher) or any(
                 channel.requests for server in servers
-                for channel in server.active_channels.values()):
+                for channel in server.active_channels.values())):
             self.notify()
             wasyncore.loop(timeout=0.2, map=socket_map, use_poll=True, count=1)
+        # The task threads end before the trigger closes: a task that has just
+        # answered still pulls the trigger (its channel's requests are already
+        # empty by then), and a closed trigger made that an EBADF traceback.
+        dispatcher.shutdown(cancel_pending=True, timeout=1)
         for server in servers:
             for channel in list(server.active_channels.values()):
                 channel.close()
             server.trigger.close()
-        dispatcher.shutdown(cancel_pending=True, timeout=1)
+
+
+def _tasks_running(dispatcher: ThreadedTaskDispatcher) -> bool:
+    """Whether a task thread is busy or a task waits for one (waitress's own counts)."""
+    with dispatcher.lock:
+        return bool(dispatcher.active_count or dispatcher.queue)
 
 
 class PlacementLogger(GunicornLogger):
