@@ -154,7 +154,7 @@ CASES: dict[str, Callable[[sa.Connection], object]] = {
 # Cases this test finds and that are not fixed yet, as (database, case):
 # strict xfails, so that a fix shows here as an unexpected pass.
 UNFIXED: set[tuple[str, str]] = {
-    ("mysql", "replacing a consumer's claim"), ("postgresql", "sharing providers"),
+    ("mysql", "replacing a consumer's claim"),
 }
 
 
