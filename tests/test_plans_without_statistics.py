@@ -152,10 +152,8 @@ CASES: dict[str, Callable[[sa.Connection], object]] = {
 }
 
 # Cases this test finds and that are not fixed yet, as (database, case):
-# strict xfails, so that a fix shows here as an unexpected pass.
-UNFIXED: set[tuple[str, str]] = {
-    ("mysql", "replacing a consumer's claim"),
-}
+# strict xfails, so that a fix shows here as an unexpected pass. None today.
+UNFIXED: set[tuple[str, str]] = set()
 
 
 def _statements(engine: sa.Engine, run: Callable[[sa.Connection], object]
