@@ -36,6 +36,9 @@ def test_project_usages(client):
     assert client.get("/usages?project_id=p1", version="1.8").status == 404
     assert client.get("/usages?project_id=p1", version="1.9").json() == {
         "usages": {"VCPU": 5, "DISK_GB": 10}}
+    # In class id order on every database, whatever order it grouped in.
+    assert list(client.get("/usages?project_id=p1", version="1.9").json()["usages"]) == [
+        "VCPU", "DISK_GB"]
     assert client.get("/usages?project_id=p1&user_id=u2", version="1.9").json() == {
         "usages": {"VCPU": 3}}
     assert client.get("/usages?project_id=nobody", version="1.9").json() == {"usages": {}}
@@ -63,6 +66,11 @@ def test_project_usages_by_consumer_type(client):
         "INSTANCE": {"VCPU": 3, "DISK_GB": 10, "consumer_count": 2},
         "unknown": {"DISK_GB": 5, "consumer_count": 1},
     }
+    # Type names, then class ids in order (a group's count after its first
+    # class, as the answer was always built), on every database.
+    assert [(group, list(amounts)) for group, amounts in usages().items()] == [
+        ("INSTANCE", ["VCPU", "consumer_count", "DISK_GB"]), ("unknown", ["DISK_GB",
+                                                                         "consumer_count"])]
     assert usages("&consumer_type=INSTANCE") == {
         "INSTANCE": {"VCPU": 3, "DISK_GB": 10, "consumer_count": 2}}
     assert usages("&consumer_type=all") == {

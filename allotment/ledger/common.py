@@ -62,4 +62,22 @@ def trait_names(conn: sa.Connection, ids: set[int] | list[int]) -> dict[int, str
 
 
 def aggregate_ids(conn: sa.Connection, uuids: set[str] | list[str]) -> dict[str, int]:
-    return _lookup(conn, t.placement_aggregates.c.uuid, t.placement_aggregates.c.id, uuids)
+    """Map aggregate uuids to ids; unknown uuids are left out.
+
+    One equality per uuid (UNION ALL): the planner then knows from the unique
+    index that each finds at most one row and probes it, where for ``uuid IN
+    (...)`` on a table of a few hundred aggregates it may read them all.
+    """
+    pa = t.placement_aggregates
+    keys = sorted(uuids)
+    found: dict[str, int] = {}
+    # In statements of a few hundred arms (SQLite allows 500 to a compound select).
+    for start in range(0, len(keys), _PROBES):
+        rows = conn.execute(sa.union_all(*(
+            sa.select(pa.c.uuid, pa.c.id).where(pa.c.uuid == key)
+            for key in keys[start:start + _PROBES])))
+        found.update((uuid, id_) for uuid, id_ in rows)
+    return found
+
+
+_PROBES = 200

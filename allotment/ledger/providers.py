@@ -263,6 +263,26 @@ class ProviderQuery:
     resources: dict[str, int] | None = None
 
 
+@dataclass(frozen=True)
+class _Membership:
+    """A filter on providers: those with a row of ``table`` (its provider
+    column ``provider``) that meets ``conditions``."""
+
+    table: Any
+    provider: Any
+    conditions: tuple[sa.ColumnElement[bool], ...]
+
+    def members(self) -> sa.Select:
+        """The ids of the providers that pass, as a subquery to read once."""
+        return sa.select(self.provider).where(*self.conditions)
+
+    def rows_of_provider(self) -> sa.ScalarSelect[int]:
+        """How many rows the provider at hand has that meet the conditions: a
+        count by the provider index, run per provider (never a join)."""
+        return sa.select(sa.func.count()).select_from(self.table).where(
+            self.provider == _rp.c.id, *self.conditions).scalar_subquery()
+
+
 def list_providers(conn: sa.Connection, q: ProviderQuery) -> list[Provider]:
     """The providers that pass every filter of ``q``, in id order.
 
@@ -279,73 +299,98 @@ def list_providers(conn: sa.Connection, q: ProviderQuery) -> list[Provider]:
         if tree is None:
             return []
         sel = sel.where(_rp.c.root_provider_id == tree.root_id)
+    required: list[_Membership] = []
+    forbidden: list[_Membership] = []
     if q.required:
-        sel = _with_traits(conn, sel, q.required)
-    if q.member_of:
-        in_aggregates = _with_aggregates(conn, sel, q.member_of)
-        if in_aggregates is None:
-            return []
-        sel = in_aggregates
+        _with_traits(conn, q.required, required, forbidden)
+    # Aggregates go first: the narrowest filter in practice (nova's sharing
+    # providers: those in its host's aggregates), the one that drives the search.
+    if q.member_of and not _with_aggregates(conn, q.member_of, required, forbidden):
+        return []
     if q.resources:
-        sel = _with_resources(conn, sel, q.resources)
+        required.extend(_with_resources(conn, q.resources))
+    by_key = q.name is not None or q.uuid is not None or q.in_tree is not None
+    sel = _narrowed(conn.dialect.name, sel, required, forbidden, by_key)
     sel = sel.order_by(_rp.c.id)
     return [_to_provider(row) for row in conn.execute(sel)]
 
 
-def _with_traits(conn: sa.Connection, sel: sa.Select, required: TraitFilter) -> sa.Select:
-    """``sel`` narrowed to providers with the required traits and none of the forbidden."""
+def _narrowed(dialect: str, sel: sa.Select, required: list[_Membership],
+              forbidden: list[_Membership], by_key: bool) -> sa.Select:
+    """``sel`` narrowed to the providers that pass every filter.
+
+    MySQL, MariaDB and SQLite run each filter as an IN (NOT IN) subquery,
+    read by its index and probed per provider, however little they know of
+    the tables. PostgreSQL without statistics planned those semi-joins as
+    hash and merge joins over every provider (tests/
+    test_plans_without_statistics.py). There, unless the providers are
+    already found by a key (name, uuid, tree), the first required filter is
+    read once and its providers fetched by id as ``id = ANY(ARRAY(...))``,
+    which can only be probes of the primary key; each other filter is a
+    count of the provider's own rows by its provider index.
+    """
+    if dialect != "postgresql":
+        return sel.where(*(_rp.c.id.in_(f.members()) for f in required),
+                         *(_rp.c.id.not_in(f.members()) for f in forbidden))
+    others = required
+    if required and not by_key:
+        first, others = required[0], required[1:]
+        sel = sel.where(_rp.c.id == sa.any_(sa.func.array(first.members().scalar_subquery())))
+    return sel.where(*(f.rows_of_provider() > 0 for f in others),
+                     *(f.rows_of_provider() == 0 for f in forbidden))
+
+
+def _with_traits(conn: sa.Connection, traits: TraitFilter, required: list[_Membership],
+                 forbidden: list[_Membership]) -> None:
+    """The filters of providers with the required traits and none of the forbidden."""
     rpt = t.resource_provider_traits
-    names = required.names()
+    names = traits.names()
     ids = trait_ids(conn, names)
     missing = names - set(ids)
     if missing:
         raise UnknownTraits(missing)
-    for group in required.required:
-        sel = sel.where(_rp.c.id.in_(
-            sa.select(rpt.c.resource_provider_id)
-            .where(rpt.c.trait_id.in_([ids[n] for n in group]))))
-    if required.forbidden:
-        sel = sel.where(_rp.c.id.not_in(
-            sa.select(rpt.c.resource_provider_id)
-            .where(rpt.c.trait_id.in_([ids[n] for n in required.forbidden]))))
-    return sel
+    required.extend(_Membership(rpt, rpt.c.resource_provider_id, (
+        rpt.c.trait_id.in_([ids[n] for n in group]),)) for group in traits.required)
+    if traits.forbidden:
+        forbidden.append(_Membership(rpt, rpt.c.resource_provider_id, (
+            rpt.c.trait_id.in_([ids[n] for n in traits.forbidden]),)))
 
 
-def _with_aggregates(conn: sa.Connection, sel: sa.Select,
-                     member_of: AggregateFilter) -> sa.Select | None:
-    """``sel`` narrowed to members of each required group of aggregates and of
-    none of the forbidden ones; None when a required group names no aggregate
-    that exists (nothing can match)."""
+def _with_aggregates(conn: sa.Connection, member_of: AggregateFilter,
+                     required: list[_Membership], forbidden: list[_Membership]) -> bool:
+    """The filters of members of each required group of aggregates and of none
+    of the forbidden ones, put first among ``required``; False when a required
+    group names no aggregate that exists (nothing can match)."""
     rpa = t.resource_provider_aggregates
     all_uuids = set(member_of.forbidden)
     for group in member_of.required:
         all_uuids |= group
     agg_map = aggregate_ids(conn, all_uuids)
+    groups = []
     for group in member_of.required:
         agg_ids = [agg_map[u] for u in group if u in agg_map]
         if not agg_ids:
-            return None
-        sel = sel.where(_rp.c.id.in_(
-            sa.select(rpa.c.resource_provider_id).where(rpa.c.aggregate_id.in_(agg_ids))))
+            return False
+        groups.append(_Membership(rpa, rpa.c.resource_provider_id, (
+            rpa.c.aggregate_id.in_(agg_ids),)))
+    required[:0] = groups
     forbidden_ids = [agg_map[u] for u in member_of.forbidden if u in agg_map]
     if forbidden_ids:
-        sel = sel.where(_rp.c.id.not_in(
-            sa.select(rpa.c.resource_provider_id)
-            .where(rpa.c.aggregate_id.in_(forbidden_ids))))
-    return sel
+        forbidden.append(_Membership(rpa, rpa.c.resource_provider_id, (
+            rpa.c.aggregate_id.in_(forbidden_ids),)))
+    return True
 
 
-def _with_resources(conn: sa.Connection, sel: sa.Select,
-                    resources: dict[str, int]) -> sa.Select:
-    """``sel`` narrowed to providers with room for each amount of ``resources``."""
+def _with_resources(conn: sa.Connection, resources: dict[str, int]) -> list[_Membership]:
+    """The filters of providers with room for each amount of ``resources``."""
     rc_map = class_ids(conn, list(resources))
     for name in resources:
         if name not in rc_map:
             raise UnknownResourceClass(name)
+    found = []
     for name, amount in resources.items():
         inv = t.inventories.alias()
-        fits = (sa.select(inv.c.resource_provider_id)
-                .where(inv.c.resource_class_id == rc_map[name],
-                       *capacity.room_for(inv, capacity.requestable(amount))))
-        sel = sel.where(_rp.c.id.in_(fits))
-    return sel
+        found.append(_Membership(inv, inv.c.resource_provider_id, (
+            inv.c.resource_class_id == rc_map[name],
+            *capacity.room_for(inv, capacity.requestable(amount)))))
+    return found
