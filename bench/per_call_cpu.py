@@ -132,7 +132,7 @@ def measure(server: servers.RunningServer, paths: dict[str, str], calls: int,
     for kind, path in paths.items():
         client = PlacementClient(server.url, microversion=MICROVERSIONS[kind])
 
-        def send(count: int, client=client, path=path) -> None:
+        def send(count: int, client=client, path=path, kind=kind) -> None:
             for _ in range(count):
                 reply = client.get(path)
                 if reply.status != 200:

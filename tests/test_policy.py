@@ -485,9 +485,13 @@ def test_policy_file_may_use_any_credential(sqlite_database, tmp_path):
         assert bob.get("/traits").status == 403
 
 
-def test_policy_file_change_is_picked_up(sqlite_database, tmp_path):
+def test_policy_file_change_is_picked_up(sqlite_database, tmp_path, monkeypatch):
     import os
 
+    from allotment import policy
+
+    clock = [1000.0]
+    monkeypatch.setattr(policy, "_now", lambda: clock[0])
     app = policy_app(sqlite_database, tmp_path)
     reader = as_persona(app, "project_reader")
     assert reader.get("/resource_providers").status == 403
@@ -496,6 +500,10 @@ def test_policy_file_change_is_picked_up(sqlite_database, tmp_path):
     # oslo.policy notices a new modification time; do not depend on the clock.
     stat = policy_file.stat()
     os.utime(policy_file, (stat.st_atime + 10, stat.st_mtime + 10))
+    # The file is looked at again once per POLICY_RECHECK_SECONDS, not on every check.
+    clock[0] += policy.POLICY_RECHECK_SECONDS / 2
+    assert reader.get("/resource_providers").status == 403
+    clock[0] += policy.POLICY_RECHECK_SECONDS
     assert reader.get("/resource_providers").status == 200
 
 
