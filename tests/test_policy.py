@@ -595,3 +595,54 @@ def test_get_enforcer_reads_placement_conf(tmp_path, monkeypatch):
     enforcer = get_enforcer()
     assert set(enforcer.registered_rules) == set(DEFAULTS)
     assert str(enforcer.rules["placement:traits:list"]) == "role:reader"
+
+
+def _reader(project: str):
+    from allotment.http.environ import Identity
+
+    return Identity(user_id="u", project_id=project, roles=["reader"])
+
+
+def test_remembered_answers_follow_credentials_and_target(tmp_path, sqlite_database):
+    policy = Policy(conf_from_ini(tmp_path, sqlite_database.url))
+    assert policy.enforcer.pure
+    for _ in range(2):  # the second round answers from what the first remembered
+        assert policy.allows(_reader("p1"), "placement:usages", {"project_id": "p1"})
+        assert not policy.allows(_reader("p1"), "placement:usages", {"project_id": "p2"})
+        assert not policy.allows(_reader("p2"), "placement:usages", {"project_id": "p1"})
+        assert not policy.allows(_reader("p1"), "placement:traits:list")
+
+
+def test_http_checks_are_asked_every_time(tmp_path, sqlite_database):
+    # An http: check's answer is another server's to give: never remembered.
+    import http.server
+    import threading
+
+    asked = []
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            asked.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"True" if len(asked) == 1 else b"False")
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        policy_file = tmp_path / "policy.yaml"
+        policy_file.write_text(
+            f'"placement:traits:list": "http://127.0.0.1:{server.server_port}/check"\n')
+        policy = Policy(conf_from_ini(tmp_path, sqlite_database.url,
+                                      f"[oslo_policy]\npolicy_file = {policy_file}\n"))
+        assert not policy.enforcer.pure
+        assert policy.allows(_reader("p1"), "placement:traits:list")
+        assert not policy.allows(_reader("p1"), "placement:traits:list")
+        assert asked == ["/check", "/check"]
+    finally:
+        server.shutdown()
+        server.server_close()
