@@ -12,7 +12,10 @@ host (VCPU 64 at 4.0, MEMORY_MB 262144 with 512 reserved, DISK_GB 4096, four
 aggregates, nova's capability traits plus ``OWNER_NOVA``, 24 consumers) and a
 sharing provider in one of its aggregates; then, per kind of call, N calls
 over 4 keep-alive connections, and the CPU (user + system) the server's
-processes spent meanwhile, read from /proc before and after.
+processes spent meanwhile, read from /proc before and after. With several
+servers (``--impls allotment,baseline --baseline-bin OLD/allotment`` to
+compare with an older checkout) they run side by side and are measured in
+turn, kind by kind, for a few rounds: the median round is reported.
 
 The figure is CPU, not latency: it does not depend on the client's speed,
 only on the other work the server does (none here). Standard library only.
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -125,34 +129,31 @@ MICROVERSIONS = {"GET /": "1.0", "allocations (1.0)": "1.0", "aggregates (1.19)"
                  "traits (1.6)": "1.6", "sharing providers (1.18)": "1.18"}
 
 
-def measure(server: servers.RunningServer, paths: dict[str, str], calls: int,
-            connections: int) -> dict[str, float]:
-    """Milliseconds of server CPU per call, by kind."""
-    found = {}
-    for kind, path in paths.items():
-        client = PlacementClient(server.url, microversion=MICROVERSIONS[kind])
+def measure(server: servers.RunningServer, kind: str, path: str, calls: int,
+            connections: int) -> float:
+    """Milliseconds of server CPU per call of one kind."""
+    client = PlacementClient(server.url, microversion=MICROVERSIONS[kind])
 
-        def send(count: int, client=client, path=path, kind=kind) -> None:
-            for _ in range(count):
-                reply = client.get(path)
-                if reply.status != 200:
-                    raise SystemExit(f"{kind}: {reply.describe()}")
-            client.close()
+    def send(count: int) -> None:
+        for _ in range(count):
+            reply = client.get(path)
+            if reply.status != 200:
+                raise SystemExit(f"{kind}: {reply.describe()}")
+        client.close()
 
-        with ThreadPoolExecutor(connections) as pool:  # warm every worker and connection
-            list(pool.map(send, [20] * connections))
-        pids = server_pids(server)
-        before = cpu_seconds(pids)
-        started = time.monotonic()
-        with ThreadPoolExecutor(connections) as pool:
-            list(pool.map(send, [calls // connections] * connections))
-        wall = time.monotonic() - started
-        spent = cpu_seconds(pids) - before
-        sent = calls // connections * connections
-        found[kind] = spent * 1000 / sent
-        print(f"  {kind:26} {found[kind]:6.3f} ms CPU per call  ({sent} calls, "
-              f"{sent / wall:,.0f}/s, {spent:.2f} s CPU)", flush=True)
-    return found
+    with ThreadPoolExecutor(connections) as pool:  # warm every worker and connection
+        list(pool.map(send, [20] * connections))
+    pids = server_pids(server)
+    before = cpu_seconds(pids)
+    started = time.monotonic()
+    with ThreadPoolExecutor(connections) as pool:
+        list(pool.map(send, [calls // connections] * connections))
+    wall = time.monotonic() - started
+    spent = cpu_seconds(pids) - before
+    sent = calls // connections * connections
+    print(f"  {kind:26} {spent * 1000 / sent:6.3f} ms CPU per call  ({sent} calls, "
+          f"{sent / wall:,.0f}/s, {spent:.2f} s CPU)", flush=True)
+    return spent * 1000 / sent
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,13 +163,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pg-url", default="postgresql://postgres@127.0.0.1:5432")
     p.add_argument("--mysql-url", default="mysql://root@127.0.0.1:3306")
     p.add_argument("--impls", default="allotment",
-                   help="allotment, upstream (16.0.0 under uwsgi), or both")
+                   help="comma-separated: allotment, baseline (--baseline-bin), upstream "
+                        "(openstack-placement under uwsgi)")
     p.add_argument("--allotment-bin", default=str(REPO / ".venv" / "bin" / "allotment"))
+    p.add_argument("--baseline-bin", help="an older allotment's CLI, measured as 'baseline'")
     p.add_argument("--upstream-venv", default=str(BENCH / ".upstream-venv"))
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--threads", type=int, default=4)
     p.add_argument("--port", type=int, default=18520)
-    p.add_argument("--calls", type=int, default=4000, help="calls of each kind")
+    p.add_argument("--calls", type=int, default=2000, help="calls of each kind per round")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="rounds; each measures every kind on every server in turn, and the "
+                        "median round is reported (the servers run side by side, so noise "
+                        "from other work on the machine falls on all of them alike)")
     p.add_argument("--connections", type=int, default=4, help="keep-alive connections")
     args = p.parse_args(argv)
 
@@ -177,28 +184,49 @@ def main(argv: list[str] | None = None) -> int:
                                   str(Path(args.allotment_bin).parent / "python"),
                                   mysql_url=args.mysql_url)
     dbs.check()
-    results: dict[str, dict[str, float]] = {}
-    for impl in [name.strip() for name in args.impls.split(",") if name.strip()]:
-        if impl == "upstream":
-            venv = Path(args.upstream_venv)
-            servers.ensure_upstream_venv(venv)
-            command = servers.ServerCommand("upstream", str(venv / "bin" / "uwsgi"),
-                                            args.workers, args.threads)
-        else:
-            command = servers.ServerCommand("allotment", args.allotment_bin, args.workers,
-                                            args.threads)
-        db = dbs.create(f"{impl}_percall")
-        conf = servers.write_config(workdir / impl, db.url_for(impl))
-        server = servers.RunningServer(command, conf, args.port, workdir / f"{impl}.log")
-        try:
+    running: dict[str, tuple[servers.RunningServer, dict[str, str]]] = {}
+    cleanups: list = []
+    try:
+        impls = [name.strip() for name in args.impls.split(",") if name.strip()]
+        for offset, impl in enumerate(impls):
+            if impl == "upstream":
+                venv = Path(args.upstream_venv)
+                servers.ensure_upstream_venv(venv)
+                command = servers.ServerCommand("upstream", str(venv / "bin" / "uwsgi"),
+                                                args.workers, args.threads)
+            elif impl == "baseline":
+                if not args.baseline_bin:
+                    raise SystemExit("--impls baseline needs --baseline-bin")
+                command = servers.ServerCommand("allotment", args.baseline_bin, args.workers,
+                                                args.threads)
+            else:
+                command = servers.ServerCommand("allotment", args.allotment_bin, args.workers,
+                                                args.threads)
+            db = dbs.create(f"{impl}_percall")
+            cleanups.append(lambda db=db: dbs.destroy(db))
+            conf = servers.write_config(workdir / impl, db.url_for(command.name))
+            server = servers.RunningServer(command, conf, args.port + offset,
+                                           workdir / f"{impl}.log")
+            cleanups.append(server.stop)
             server.start()
-            paths = load_host(PlacementClient(server.url, microversion="1.39"))
-            print(f"{impl} ({args.db}, {args.workers} workers x {args.threads} threads):",
-                  flush=True)
-            results[impl] = measure(server, paths, args.calls, args.connections)
-        finally:
-            server.stop()
-            dbs.destroy(db)
+            running[impl] = (server, load_host(PlacementClient(server.url,
+                                                               microversion="1.39")))
+        samples: dict[str, dict[str, list[float]]] = {
+            impl: {kind: [] for kind in MICROVERSIONS} for impl in running}
+        for round_number in range(1, args.rounds + 1):
+            for kind in MICROVERSIONS:
+                for impl, (server, paths) in running.items():
+                    print(f"round {round_number}, {impl}:", end="", flush=True)
+                    samples[impl][kind].append(
+                        measure(server, kind, paths[kind], args.calls, args.connections))
+    finally:
+        for cleanup in reversed(cleanups):
+            cleanup()
+    results = {impl: {kind: statistics.median(values) for kind, values in by_kind.items()}
+               for impl, by_kind in samples.items()}
+    print(f"\n{args.db}, {args.workers} workers x {args.threads} threads, "
+          f"{args.connections} keep-alive connections, median of {args.rounds} rounds of "
+          f"{args.calls} calls; load average at end %.1f" % os.getloadavg()[0])
     names = list(results)
     print("\n| call | " + " | ".join(f"{name} ms CPU" for name in names) + " |")
     print("| --- |" + " --- |" * len(names))
