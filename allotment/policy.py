@@ -291,6 +291,7 @@ def _now() -> float:
 # Checks whose answer depends on nothing but the rules, the credentials and
 # the target (exact types: an extension's subclass may look elsewhere).
 # ``http:`` checks ask another server, so rules using one are never cached.
+# (From oslo.policy's _checks: its policy module re-exports only some.)
 _PURE_CHECKS = (oslo_checks.TrueCheck, oslo_checks.FalseCheck, oslo_checks.NotCheck,
                 oslo_checks.AndCheck, oslo_checks.OrCheck, oslo_checks.RuleCheck,
                 oslo_checks.RoleCheck, oslo_checks.GenericCheck)
