@@ -45,10 +45,12 @@ enforce_scope`` left in an old config file is ignored, as upstream ignores it.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from oslo_config import cfg
+from oslo_policy import _checks as oslo_checks
 from oslo_policy import policy as oslo_policy
 
 from allotment import errors
@@ -273,17 +275,92 @@ def mirrored_routes() -> dict[tuple[str, str], str]:
             for operation in rule.operations}
 
 
+# How often, at most, the policy file and directories are looked at again
+# for changes. oslo.policy looks on every check: a search of the config
+# directories (about ten ``stat`` calls when there is no file) and the file's
+# modification time, a third of the CPU of a small read. Once a second
+# still picks up an operator's edit well before anyone could retry.
+POLICY_RECHECK_SECONDS = 1.0
+
+
+def _now() -> float:
+    """The clock the recheck interval is counted on (tests move it)."""
+    return time.monotonic()
+
+
+# Checks whose answer depends on nothing but the rules, the credentials and
+# the target (exact types: an extension's subclass may look elsewhere).
+# ``http:`` checks ask another server, so rules using one are never cached.
+# (From oslo.policy's _checks: its policy module re-exports only some.)
+_PURE_CHECKS = (oslo_checks.TrueCheck, oslo_checks.FalseCheck, oslo_checks.NotCheck,
+                oslo_checks.AndCheck, oslo_checks.OrCheck, oslo_checks.RuleCheck,
+                oslo_checks.RoleCheck, oslo_checks.GenericCheck)
+
+
+def _is_pure(check: oslo_checks.BaseCheck) -> bool:
+    if type(check) not in _PURE_CHECKS:
+        return False
+    if isinstance(check, oslo_checks.NotCheck):
+        return _is_pure(check.rule)
+    if isinstance(check, (oslo_checks.AndCheck, oslo_checks.OrCheck)):
+        return all(_is_pure(inner) for inner in check.rules)
+    return True
+
+
+class _RecheckingEnforcer(oslo_policy.Enforcer):
+    """oslo.policy's enforcer, looking for policy file changes at most once per
+    ``POLICY_RECHECK_SECONDS`` instead of on every check.
+
+    ``epoch`` grows each time it looks, and ``pure`` says whether every rule
+    then loaded answers from the rules, credentials and target alone.
+    """
+
+    _checked_at: float | None = None
+    epoch = 0
+    pure = False
+
+    def load_rules(self, force_reload: bool = False) -> None:
+        now = _now()
+        if (not force_reload and self._checked_at is not None
+                and now - self._checked_at < POLICY_RECHECK_SECONDS):
+            return
+        super().load_rules(force_reload)
+        # Only once the rules are read: a broken file raises above, and is
+        # read again (and raises again) on the next check.
+        self.pure = all(_is_pure(check) for check in self.rules.values())
+        self.epoch += 1
+        self._checked_at = now
+
+    def clear(self) -> None:
+        super().clear()
+        self._checked_at = None  # cleared rules are read again on the next check
+        self.epoch += 1
+
+
+# What a check answered: allowed, refused for the token's scope, or refused.
+_ALLOWED, _BAD_SCOPE, _REFUSED = "allowed", "scope", "refused"
+# Distinct callers times rules stay few (services and admins); a bound keeps
+# a stream of one-off tokens from growing the cache without end.
+_MAX_REMEMBERED = 4096
+
+
 class Policy:
     """The application's enforcer (never a global): defaults plus the operator's file."""
 
     def __init__(self, conf: cfg.ConfigOpts) -> None:
-        self.enforcer = oslo_policy.Enforcer(conf)
+        self.enforcer = _RecheckingEnforcer(conf)
+        # The answers given since the rules were last looked at, by rule,
+        # credentials and target: oslo.policy inspects every check's signature
+        # on every call, a fifth of the CPU of a small read (issue 40).
+        self._answers: dict[tuple, str] = {}
+        self._answers_epoch = -1
         # Every default changed at once in the RBAC refresh; one warning per
         # rule would only flood the log.
         self.enforcer.suppress_default_change_warnings = True
         self.enforcer.register_defaults(list_rules())
         # Read the operator's policy file now, so that a broken one stops the
-        # service at start; oslo.policy re-reads it when it changes on disk.
+        # service at start; it is read again when it changes on disk (looked
+        # at once per POLICY_RECHECK_SECONDS at most).
         self.enforcer.load_rules()
 
     def authorize(self, identity: Identity | None, rule: str,
@@ -297,18 +374,48 @@ class Policy:
         if target is None:
             target = {"project_id": creds.get("project_id"),
                       "user_id": creds.get("user_id")}
-        # An unregistered rule name is a programming error: let it raise.
-        try:
-            self.enforcer.authorize(rule, dict(target), creds, do_raise=True)
-        except oslo_policy.InvalidScope:
+        answer = self._answer(rule, creds, target)
+        if answer == _BAD_SCOPE:
             LOG.debug("Policy %s refused: token scope not allowed; credentials %s",
                       rule, creds)
             # Upstream words a token of the wrong scope (system-scoped) this
             # way: the detail is the bare rule name.
-            raise errors.Forbidden(rule) from None
-        except oslo_policy.PolicyNotAuthorized:
+            raise errors.Forbidden(rule)
+        if answer == _REFUSED:
             LOG.debug("Policy %s refused for credentials %s, target %s", rule, creds, target)
-            raise errors.Forbidden(f"Policy does not allow {rule} to be performed.") from None
+            raise errors.Forbidden(f"Policy does not allow {rule} to be performed.")
+
+    def _answer(self, rule: str, creds: dict, target: Mapping) -> str:
+        """oslo.policy's answer, remembered until the rules are next looked at
+        when every rule is pure (no ``http:`` or extension checks)."""
+        self.enforcer.load_rules()  # at most once per POLICY_RECHECK_SECONDS
+        if self._answers_epoch != self.enforcer.epoch:
+            self._answers = {}
+            self._answers_epoch = self.enforcer.epoch
+        key = None
+        if self.enforcer.pure:
+            try:
+                key = (rule, *((name, tuple(value) if isinstance(value, list) else value)
+                               for name, value in creds.items()),
+                       None, *sorted(target.items()))
+                answer = self._answers.get(key)
+            except TypeError:  # a value that cannot be a key: ask every time
+                key = answer = None
+            if answer is not None:
+                return answer
+        # An unregistered rule name is a programming error: let it raise.
+        try:
+            self.enforcer.authorize(rule, dict(target), creds, do_raise=True)
+            answer = _ALLOWED
+        except oslo_policy.InvalidScope:
+            answer = _BAD_SCOPE
+        except oslo_policy.PolicyNotAuthorized:
+            answer = _REFUSED
+        if key is not None:
+            if len(self._answers) >= _MAX_REMEMBERED:
+                self._answers = {}
+            self._answers[key] = answer
+        return answer
 
     def allows(self, identity: Identity | None, rule: str,
                target: Mapping | None = None) -> bool:

@@ -485,9 +485,13 @@ def test_policy_file_may_use_any_credential(sqlite_database, tmp_path):
         assert bob.get("/traits").status == 403
 
 
-def test_policy_file_change_is_picked_up(sqlite_database, tmp_path):
+def test_policy_file_change_is_picked_up(sqlite_database, tmp_path, monkeypatch):
     import os
 
+    from allotment import policy
+
+    clock = [1000.0]
+    monkeypatch.setattr(policy, "_now", lambda: clock[0])
     app = policy_app(sqlite_database, tmp_path)
     reader = as_persona(app, "project_reader")
     assert reader.get("/resource_providers").status == 403
@@ -496,6 +500,10 @@ def test_policy_file_change_is_picked_up(sqlite_database, tmp_path):
     # oslo.policy notices a new modification time; do not depend on the clock.
     stat = policy_file.stat()
     os.utime(policy_file, (stat.st_atime + 10, stat.st_mtime + 10))
+    # The file is looked at again once per POLICY_RECHECK_SECONDS, not on every check.
+    clock[0] += policy.POLICY_RECHECK_SECONDS / 2
+    assert reader.get("/resource_providers").status == 403
+    clock[0] += policy.POLICY_RECHECK_SECONDS
     assert reader.get("/resource_providers").status == 200
 
 
@@ -587,3 +595,54 @@ def test_get_enforcer_reads_placement_conf(tmp_path, monkeypatch):
     enforcer = get_enforcer()
     assert set(enforcer.registered_rules) == set(DEFAULTS)
     assert str(enforcer.rules["placement:traits:list"]) == "role:reader"
+
+
+def _reader(project: str):
+    from allotment.http.environ import Identity
+
+    return Identity(user_id="u", project_id=project, roles=["reader"])
+
+
+def test_remembered_answers_follow_credentials_and_target(tmp_path, sqlite_database):
+    policy = Policy(conf_from_ini(tmp_path, sqlite_database.url))
+    assert policy.enforcer.pure
+    for _ in range(2):  # the second round answers from what the first remembered
+        assert policy.allows(_reader("p1"), "placement:usages", {"project_id": "p1"})
+        assert not policy.allows(_reader("p1"), "placement:usages", {"project_id": "p2"})
+        assert not policy.allows(_reader("p2"), "placement:usages", {"project_id": "p1"})
+        assert not policy.allows(_reader("p1"), "placement:traits:list")
+
+
+def test_http_checks_are_asked_every_time(tmp_path, sqlite_database):
+    # An http: check's answer is another server's to give: never remembered.
+    import http.server
+    import threading
+
+    asked = []
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            asked.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"True" if len(asked) == 1 else b"False")
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        policy_file = tmp_path / "policy.yaml"
+        policy_file.write_text(
+            f'"placement:traits:list": "http://127.0.0.1:{server.server_port}/check"\n')
+        policy = Policy(conf_from_ini(tmp_path, sqlite_database.url,
+                                      f"[oslo_policy]\npolicy_file = {policy_file}\n"))
+        assert not policy.enforcer.pure
+        assert policy.allows(_reader("p1"), "placement:traits:list")
+        assert not policy.allows(_reader("p1"), "placement:traits:list")
+        assert asked == ["/check", "/check"]
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -14,17 +14,24 @@ _agg = t.placement_aggregates
 _rpa = t.resource_provider_aggregates
 
 
-def provider_aggregates(conn: sa.Connection, provider_id: int) -> list[str]:
-    """The uuids of the provider's aggregates, oldest aggregate first.
-
-    The links by their provider index, each aggregate's uuid by its id: index
+def _provider_aggregates_select() -> sa.Select:
+    """The links by their provider index, each aggregate's uuid by its id: index
     probes whatever the planner knows (a join was a hash join over every
-    aggregate on a database without statistics).
-    """
+    aggregate on a database without statistics)."""
     uuid = (sa.select(_agg.c.uuid).where(_agg.c.id == _rpa.c.aggregate_id)
             .scalar_subquery().label("uuid"))
-    rows = conn.execute(sa.select(uuid).where(_rpa.c.resource_provider_id == provider_id)
-                        .order_by(_rpa.c.aggregate_id))
+    return (sa.select(uuid)
+            .where(_rpa.c.resource_provider_id == sa.bindparam("provider_id"))
+            .order_by(_rpa.c.aggregate_id))
+
+
+# Built once, with its cache key: nova-compute reads it for every host (issue 40).
+_PROVIDER_AGGREGATES = _provider_aggregates_select()
+
+
+def provider_aggregates(conn: sa.Connection, provider_id: int) -> list[str]:
+    """The uuids of the provider's aggregates, oldest aggregate first."""
+    rows = conn.execute(_PROVIDER_AGGREGATES, {"provider_id": provider_id})
     return [row.uuid for row in rows if row.uuid is not None]
 
 

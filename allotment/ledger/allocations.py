@@ -189,11 +189,16 @@ def for_consumer(conn: sa.Connection, consumer_uuid: str) -> ConsumerAllocations
     return ConsumerAllocations(consumer=found, held=_to_held(conn, rows))
 
 
+# Built once, with its cache key: nova-compute reads it for every host every
+# minute (issue 40).
+_HELD_BY_PROVIDER = (_held_select()
+                     .where(_A_HELD.c.resource_provider_id == sa.bindparam("provider_id"))
+                     .with_hint(_A_HELD, capacity.BY_PROVIDER_AND_CLASS, "mysql"))
+
+
 def for_provider(conn: sa.Connection, provider_id: int) -> list[Held]:
     """Every allocation against one provider."""
-    rows = conn.execute(
-        _held_select().where(_A_HELD.c.resource_provider_id == provider_id)
-        .with_hint(_A_HELD, capacity.BY_PROVIDER_AND_CLASS, "mysql")).all()
+    rows = conn.execute(_HELD_BY_PROVIDER, {"provider_id": provider_id}).all()
     return _to_held(conn, _rows_with_consumer(rows))
 
 

@@ -83,8 +83,13 @@ def normalize_uuid(value: str) -> str:
     return str(uuidlib.UUID(value))
 
 
+# Built once: a statement object keeps its SQL and cache key, where one
+# built per call costs more CPU than a provider's whole read (issue 40).
+_BY_UUID = _select().where(_rp.c.uuid == sa.bindparam("uuid"))
+
+
 def get(conn: sa.Connection, uuid: str) -> Provider | None:
-    row = conn.execute(_select().where(_rp.c.uuid == uuid)).first()
+    row = conn.execute(_BY_UUID, {"uuid": uuid}).first()
     return _to_provider(row) if row else None
 
 

@@ -104,16 +104,26 @@ def delete(conn: sa.Connection, name: str) -> None:
         raise TraitNotFound(name)
 
 
-def provider_traits(conn: sa.Connection, provider_id: int) -> list[Trait]:
+def _provider_traits_select() -> sa.Select:
     """The provider's traits by name: its links by their provider index, each
     trait by its id (index probes, whatever the planner knows of the tables)."""
     def of_trait(column: str) -> sa.Label[Any]:
         return (sa.select(_trait.c[column]).where(_trait.c.id == _rpt.c.trait_id)
                 .scalar_subquery().label(column))
-    sel = (sa.select(_rpt.c.trait_id.label("id"), of_trait("name"), of_trait("created_at"),
-                     of_trait("updated_at"))
-           .where(_rpt.c.resource_provider_id == provider_id).order_by(sa.text("name")))
-    rows: list[sa.Row[Any]] = list(conn.execute(sel))
+    return (sa.select(_rpt.c.trait_id.label("id"), of_trait("name"), of_trait("created_at"),
+                      of_trait("updated_at"))
+            .where(_rpt.c.resource_provider_id == sa.bindparam("provider_id"))
+            .order_by(sa.text("name")))
+
+
+# Built once, with its cache key: nova-compute reads it for every host (issue 40).
+_PROVIDER_TRAITS = _provider_traits_select()
+
+
+def provider_traits(conn: sa.Connection, provider_id: int) -> list[Trait]:
+    """The provider's traits, by name."""
+    rows: list[sa.Row[Any]] = list(conn.execute(_PROVIDER_TRAITS,
+                                                {"provider_id": provider_id}))
     return [_to_trait(row) for row in rows if row.name is not None]
 
 
