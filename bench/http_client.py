@@ -22,6 +22,16 @@ class RequestTimeout(Exception):
     """The server did not answer within the per-request timeout."""
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A request ready to send: method, full path, encoded body and headers."""
+
+    method: str
+    path: str
+    body: bytes | None
+    headers: dict[str, str]
+
+
 @dataclass
 class Reply:
     status: int
@@ -78,18 +88,31 @@ class PlacementClient:
         """Close this thread's connection."""
         self._drop_connection()
 
+    def prepare(self, method: str, path: str, body: Any = None,
+                microversion: str | None = "") -> Prepared:
+        """A request built once and sent many times (open-loop generators).
+
+        ``microversion`` "" means the client's; None sends no version header (the
+        server's minimum, as a caller that never asks for one gets).
+        """
+        headers = {"X-Auth-Token": self.token, "Accept": "application/json"}
+        version = self.microversion if microversion == "" else microversion
+        if version is not None:
+            headers["OpenStack-API-Version"] = f"placement {version}"
+        data = None
+        if body is not None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        return Prepared(method, self.prefix + path, data, headers)
+
     def request(self, method: str, path: str, body: Any = None,
                 timeout: float | None = None) -> Reply:
         """Send one request; raise RequestTimeout when the server is too slow."""
-        headers = {
-            "X-Auth-Token": self.token,
-            "OpenStack-API-Version": f"placement {self.microversion}",
-            "Accept": "application/json",
-        }
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
+        return self.send(self.prepare(method, path, body), timeout)
+
+    def send(self, prepared: Prepared, timeout: float | None = None) -> Reply:
+        """Send a prepared request on this thread's connection."""
+        method, path = prepared.method, prepared.path
         limit = self.timeout if timeout is None else timeout
         # A kept-alive connection may have been closed by the server while idle;
         # that shows up as a reset on first use and deserves exactly one retry.
@@ -102,7 +125,7 @@ class PlacementClient:
                     conn.timeout = limit
                 else:
                     conn.sock.settimeout(limit)
-                conn.request(method, self.prefix + path, data, headers)
+                conn.request(method, path, prepared.body, prepared.headers)
                 response = conn.getresponse()
                 raw = response.read()
                 elapsed = time.perf_counter() - start

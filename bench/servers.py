@@ -216,15 +216,7 @@ class RunningServer:
         """Resident memory (bytes) of each worker: the children of the server process."""
         if self.process is None or self.process.poll() is not None:
             return []
-        found = []
-        for pid in _children(self.process.pid):
-            try:
-                status = Path(f"/proc/{pid}/status").read_text()
-            except OSError:
-                continue
-            found.extend(int(line.split()[1]) * 1024
-                         for line in status.splitlines() if line.startswith("VmRSS:"))
-        return found
+        return worker_rss(self.process.pid)
 
     def stop(self) -> None:
         if self.process is None:
@@ -246,6 +238,19 @@ class RunningServer:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pgid, signal.SIGKILL)
         self.process = None
+
+
+def worker_rss(pid: int) -> list[int]:
+    """Resident memory (bytes) of each child of the server process ``pid``."""
+    found = []
+    for child in _children(pid):
+        try:
+            status = Path(f"/proc/{child}/status").read_text()
+        except OSError:
+            continue
+        found.extend(int(line.split()[1]) * 1024
+                     for line in status.splitlines() if line.startswith("VmRSS:"))
+    return found
 
 
 def _children(pid: int) -> list[int]:
