@@ -168,14 +168,18 @@ def resume_node(node: GaleraNode) -> None:
 
 
 def transfer_seen(node: GaleraNode, since: int) -> str:
-    """Which state transfer the node's log shows after byte ``since``: IST, SST or none."""
+    """Which state transfer the node's log shows after byte ``since``: SST, IST or none.
+
+    (A node that came back by SST then also receives the writes since by IST, and
+    a node that asked for IST still runs the rsync SST script, in bypass mode,
+    and logs "SST received": the script's own last line tells which it was.)
+    """
     with open(node.log_path, "rb") as log:
         log.seek(since)
         text = log.read().decode(errors="replace")
-    if re.search(r"Prepared SST|SST received|sst_rsync|State transfer required", text) \
-            and "IST received" not in text:
+    if "rsync SST completed on joiner" in text:
         return "SST"
-    if "IST received" in text or "Receiving IST" in text:
+    if "rsync IST completed on joiner" in text or "IST received" in text:
         return "IST"
     return "none"
 
