@@ -107,7 +107,9 @@ def _report(history: History, nemesis: Nemesis, result: Any, kind: str, seed: in
             "indeterminate": outcomes["indeterminate"],
         },
         "lost": len(result.lost),
-        "overcommitted": len(result.overcommitted),
+        # Providers found over capacity (on any node, at any snapshot), and how often.
+        "overcommitted": len(result.overcommitted_providers),
+        "overcommitted_observations": len(result.overcommitted),
         "status_5xx": len(status_5xx),
         "servers_disagree": len(result.servers_disagree),
         "generations_decreased": len(result.generations_decreased),

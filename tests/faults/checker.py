@@ -60,7 +60,8 @@ class Snapshot:
     node: str
     at: float
     allocations: dict[str, Allocation]  # consumer -> provider -> VCPU
-    over: list[str]  # "uuid: used > capacity"
+    over: list[str]  # "uuid class N: used > capacity"
+    over_providers: set[str]
     provider_generations: dict[str, int]
     consumer_generations: dict[str, int]
 
@@ -73,10 +74,12 @@ def snapshot(node: Node, began: float) -> Snapshot:
             cursor.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
             cursor.execute(OVER_CAPACITY)
             over = []
+            over_providers = set()
             for rp, rc, total, reserved, ratio, used in cursor.fetchall():
                 capacity = int((total - reserved) * ratio)
                 if int(used) > capacity:
                     over.append(f"{rp} class {rc}: {int(used)} > {capacity}")
+                    over_providers.add(rp)
             cursor.execute("SELECT a.consumer_id, rp.uuid, SUM(a.used) FROM allocations a "
                            "JOIN resource_providers rp ON rp.id = a.resource_provider_id "
                            "GROUP BY a.consumer_id, rp.uuid")
@@ -90,8 +93,8 @@ def snapshot(node: Node, began: float) -> Snapshot:
             cursor.execute("COMMIT")
     finally:
         conn.close()
-    return Snapshot(node[0], time.monotonic() - began, dict(allocations), over, providers,
-                    consumers)
+    return Snapshot(node[0], time.monotonic() - began, dict(allocations), over,
+                    over_providers, providers, consumers)
 
 
 @dataclass
@@ -149,6 +152,7 @@ def admissible_states(history: History) -> tuple[dict[str, list[Allocation]], di
 class Report:
     lost: list[str] = field(default_factory=list)
     overcommitted: list[str] = field(default_factory=list)
+    overcommitted_providers: set[str] = field(default_factory=set)
     servers_disagree: list[str] = field(default_factory=list)
     generations_decreased: list[str] = field(default_factory=list)
     # outcome (unavailable, indeterminate) -> applied / not applied -> consumers
@@ -196,6 +200,7 @@ def _check_snapshots(report: Report, snapshots: list[Snapshot]) -> None:
     """Over capacity at no time, and generations never down on a node."""
     for s in snapshots:
         report.overcommitted += [f"{s.node} at {s.at:.1f}s: {o}" for o in s.over]
+        report.overcommitted_providers |= s.over_providers
 
     seen: dict[tuple[str, str], int] = {}
     for s in sorted(snapshots, key=lambda s: s.at):
