@@ -127,6 +127,9 @@ def _report(history: History, nemesis: Nemesis, result: Any, kind: str, seed: in
             "overcommitted": result.overcommitted[:10],
             "servers_disagree": result.servers_disagree[:10],
             "generations_decreased": result.generations_decreased[:10],
+            # Writes answered 503 (or not sent) that the nodes hold: allowed (a
+            # connection lost at COMMIT), listed to see when it happens.
+            "applied_after_503": result.applied_after_503[:10],
             "status_5xx": [f"{o.kind} via {o.server}: {o.status} {o.error[:200]}"
                            for o in status_5xx[:10]],
         },

@@ -30,7 +30,7 @@ from typing import Any
 
 import pymysql
 
-from tests.faults.history import Allocation, History, request
+from tests.faults.history import Allocation, History, Operation, request
 
 Node = tuple[str, str, int]  # name, host, port
 
@@ -125,11 +125,12 @@ class Snapshotter:
         return thread
 
 
-def admissible_states(history: History) -> tuple[dict[str, list[Allocation]], dict[str, str]]:
+def admissible_states(history: History) -> tuple[dict[str, list[Allocation]],
+                                                  dict[str, Operation]]:
     """Per consumer written, every state it may hold now; and for those whose last
     write had no definite answer, that answer's outcome (unavailable, indeterminate)."""
     states: dict[str, list[Allocation]] = {}
-    uncertain: dict[str, str] = {}
+    uncertain: dict[str, Operation] = {}
     for operation in history.operations:
         if not operation.is_write or operation.consumer is None:
             continue
@@ -144,7 +145,7 @@ def admissible_states(history: History) -> tuple[dict[str, list[Allocation]], di
             # COMMIT). A connection refused before sending is "unavailable" as well;
             # allowing its write costs the check nothing, as the final state tells.
             current.append(operation.target)
-            uncertain[operation.consumer] = operation.outcome
+            uncertain[operation.consumer] = operation
     return states, uncertain
 
 
@@ -157,6 +158,7 @@ class Report:
     generations_decreased: list[str] = field(default_factory=list)
     # outcome (unavailable, indeterminate) -> applied / not applied -> consumers
     resolved: dict[str, dict[str, int]] = field(default_factory=dict)
+    applied_after_503: list[str] = field(default_factory=list)
     snapshots: int = 0
 
     def clean(self) -> bool:
@@ -186,9 +188,15 @@ def _check_consumers(report: Report, history: History, final: list[Snapshot]) ->
         elif held[0] not in admissible:
             report.lost.append(f"{consumer}: holds {held[0]}, admissible {admissible}")
         elif consumer in uncertain:
+            operation = uncertain[consumer]
             way = "applied" if held[0] == admissible[-1] else "not_applied"
-            counts = report.resolved.setdefault(uncertain[consumer], {})
+            counts = report.resolved.setdefault(operation.outcome, {})
             counts[way] = counts.get(way, 0) + 1
+            if way == "applied" and operation.outcome == "unavailable":
+                report.applied_after_503.append(
+                    f"{operation.kind} {consumer} via {operation.server} at "
+                    f"{operation.invoked:.1f}s ({operation.during_fault}): "
+                    f"{operation.status} {operation.error[:200]}")
     for s in final:
         strangers = set(s.allocations) - written
         if strangers:
