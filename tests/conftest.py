@@ -90,8 +90,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "faults: stops and restarts private database servers under a live allotment serve "
-        "(tests/live/test_database_outage.py; select with -m faults, deselect with "
-        "-m 'not faults')")
+        "(tests/live/test_database_outage.py), and the fault campaign on a private Galera "
+        "cluster (tests/faults/, root and iptables; about 8 minutes); select with -m faults, "
+        "deselect with -m 'not faults'")
     config.addinivalue_line(
         "markers",
         "galera: claims through three live allotment serve on a private 3-node MariaDB "

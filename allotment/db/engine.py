@@ -184,7 +184,7 @@ class Database:
                 if write:
                     conn.execution_options(allotment_write=True)
                 if one_snapshot:
-                    conn.execution_options(isolation_level="REPEATABLE READ")
+                    self._one_snapshot(conn)
                 with conn.begin():
                     if write:
                         self.write_context.begin(conn)
@@ -201,6 +201,29 @@ class Database:
             lost = exc
         if lost is not None:
             # Outside the ``except``: oslo.log would add the exception to the line.
+            raise self.outage.refused(lost) from lost
+
+    def _one_snapshot(self, conn: Connection) -> None:
+        """REPEATABLE READ on ``conn``; a connection lost meanwhile is an outage.
+
+        SQLAlchemy sets the level with a statement of its own on the driver's
+        connection, outside its error handling: a connection the server dropped
+        (a Galera node cut off or killed, seen in the fault campaign) arrives
+        here as the driver's exception, not a ``DBAPIError``. Told apart like
+        any other error: a disconnect invalidates the connection (it is not
+        handed out again) and is refused as an outage (503), anything else is
+        raised as it was.
+        """
+        lost: BaseException | None = None
+        try:
+            conn.execution_options(isolation_level="REPEATABLE READ")
+        except self.engine.dialect.loaded_dbapi.Error as exc:
+            if not isinstance(errors.meaning(exc), errors.Disconnect):
+                raise
+            conn.invalidate(exc)
+            lost = exc
+        if lost is not None:
+            # Outside the ``except``, as in ``_transaction``.
             raise self.outage.refused(lost) from lost
 
     def reopen_tables_of_trigger(self, trigger: str | None) -> list[str]:

@@ -212,6 +212,9 @@ class PostgresServer(_Server):
 
 class MariaDBServer(_Server):
     backend = "mysql"
+    # The loopback address it listens on (a Galera node of the fault campaign has one
+    # of its own, so that packet filter rules can tell the nodes apart).
+    host = "127.0.0.1"
     # SIGTERM is MariaDB's normal shutdown: connections are killed, transactions
     # rolled back.
     _stop_signal = signal.SIGTERM
@@ -253,22 +256,22 @@ class MariaDBServer(_Server):
     def _command(self) -> list[str]:
         return [str(MARIADBD), "--no-defaults", f"--datadir={self.data}",
                 f"--socket={self.socket_path}", f"--port={self.port}",
-                "--bind-address=127.0.0.1", "--skip-networking=0", f"--user={self._user()}",
+                f"--bind-address={self.host}", "--skip-networking=0", f"--user={self._user()}",
                 f"--pid-file={self.base / 'mariadb.pid'}", "--skip-name-resolve",
                 "--skip-log-bin", "--innodb-buffer-pool-size=16M",
                 "--innodb-log-file-size=8M", "--innodb-flush-log-at-trx-commit=0",
                 "--innodb-doublewrite=0", "--performance-schema=0", "--max-connections=200"]
 
     def _connect(self) -> None:
-        pymysql.connect(host="127.0.0.1", port=self.port, user="root", password="",
+        pymysql.connect(host=self.host, port=self.port, user="root", password="",
                         connect_timeout=2, read_timeout=2).close()
 
     def url(self, database: str) -> str:
-        return f"mysql+pymysql://root@127.0.0.1:{self.port}/{database}"
+        return f"mysql+pymysql://root@{self.host}:{self.port}/{database}"
 
     def execute(self, statement: str) -> None:
         """One statement as root, on a connection of its own."""
-        conn = pymysql.connect(host="127.0.0.1", port=self.port, user="root", password="")
+        conn = pymysql.connect(host=self.host, port=self.port, user="root", password="")
         try:
             with conn.cursor() as cursor:
                 cursor.execute(statement)

@@ -54,8 +54,9 @@ class GaleraNode(MariaDBServer):
         return "mysql" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
 
     @classmethod
-    def create_node(cls, name: str) -> GaleraNode:
+    def create_node(cls, name: str, host: str = "127.0.0.1") -> GaleraNode:
         node = cls(Path(tempfile.mkdtemp(prefix="allotment-galera-node-")))
+        node.host = host
         node.data = node.base / "data"
         node.socket_path = node.base / "mariadb.sock"
         user = pwd.getpwnam(node._user())
@@ -70,11 +71,13 @@ class GaleraNode(MariaDBServer):
         self.ist_port = free_port()
         self.sst_port = free_port()
         self.bootstrap = False
+        # After a crash: the position ``--wsrep-recover`` found, so the node asks for IST.
+        self.start_position: str | None = None
 
     def _command(self) -> list[str]:
         options = "; ".join([
-            f"gmcast.listen_addr=tcp://127.0.0.1:{self.gcomm_port}",
-            f"ist.recv_addr=127.0.0.1:{self.ist_port}",
+            f"gmcast.listen_addr=tcp://{self.host}:{self.gcomm_port}",
+            f"ist.recv_addr={self.host}:{self.ist_port}",
             "gcache.size=64M",
             # A node that left without saying so is given up on quickly.
             "evs.suspect_timeout=PT3S", "evs.inactive_timeout=PT6S",
@@ -85,10 +88,10 @@ class GaleraNode(MariaDBServer):
             "--wsrep-on=ON", f"--wsrep-provider={PROVIDER}",
             f"--wsrep-cluster-address={self.cluster_address}",
             "--wsrep-cluster-name=allotment-test", f"--wsrep-node-name={self.name}",
-            f"--wsrep-node-address=127.0.0.1:{self.gcomm_port}",
+            f"--wsrep-node-address={self.host}:{self.gcomm_port}",
             f"--wsrep-provider-options={options}",
             "--wsrep-sst-method=rsync",
-            f"--wsrep-sst-receive-address=127.0.0.1:{self.sst_port}",
+            f"--wsrep-sst-receive-address={self.host}:{self.sst_port}",
             # Causal reads, as README's production layout advises: with the default 0
             # a read through another node right after a write was seen stale.
             "--wsrep-sync-wait=1",
@@ -97,6 +100,8 @@ class GaleraNode(MariaDBServer):
         ]
         if self.bootstrap:
             command.append("--wsrep-new-cluster")
+        if self.start_position:
+            command.append(f"--wsrep-start-position={self.start_position}")
         return command
 
     def start(self, timeout: float = 60.0) -> float:
@@ -115,7 +120,7 @@ class GaleraNode(MariaDBServer):
             return super().start(timeout)
 
     def _connect(self) -> None:
-        conn = pymysql.connect(host="127.0.0.1", port=self.port, user="root", password="",
+        conn = pymysql.connect(host=self.host, port=self.port, user="root", password="",
                                connect_timeout=2, read_timeout=2)
         try:
             status = self.status(conn)
@@ -132,7 +137,7 @@ class GaleraNode(MariaDBServer):
             return {name: value for name, value in cursor.fetchall()}
 
     def wsrep_status(self) -> dict[str, str]:
-        conn = pymysql.connect(host="127.0.0.1", port=self.port, user="root", password="",
+        conn = pymysql.connect(host=self.host, port=self.port, user="root", password="",
                                connect_timeout=2, read_timeout=5)
         try:
             return self.status(conn)
@@ -152,21 +157,25 @@ class GaleraCluster:
         return _missing([MARIADBD, MARIADB_INSTALL_DB, PROVIDER, RSYNC, SST_RSYNC])
 
     @classmethod
-    def create(cls, size: int = 3) -> GaleraCluster | None:
+    def create(cls, size: int = 3, own_addresses: bool = False) -> GaleraCluster | None:
+        """``own_addresses``: node N listens on 127.0.0.(10+N) (SQL, group communication,
+        IST, SST), so that packet filter rules between those addresses cut links between
+        nodes; otherwise every node is on 127.0.0.1."""
         if cls.missing():
             return None
         base = Path(tempfile.mkdtemp(prefix="allotment-galera-"))
         nodes: list[GaleraNode] = []
         try:
             for number in range(1, size + 1):
-                # One at a time (noqa): the clean-up below removes those already made.
-                nodes.append(GaleraNode.create_node(f"node{number}"))  # noqa: PERF401
+                # One at a time: the clean-up below removes those already made.
+                host = f"127.0.0.{10 + number}" if own_addresses else "127.0.0.1"
+                nodes.append(GaleraNode.create_node(f"node{number}", host))
         except BaseException:
             for node in nodes:
                 node.remove()
             shutil.rmtree(base, ignore_errors=True)
             raise
-        address = "gcomm://" + ",".join(f"127.0.0.1:{n.gcomm_port}" for n in nodes)
+        address = "gcomm://" + ",".join(f"{n.host}:{n.gcomm_port}" for n in nodes)
         for node in nodes:
             node.cluster_address = address
         return cls(nodes, base)
