@@ -125,3 +125,38 @@ def test_a_connection_lost_setting_the_snapshot_level_is_an_outage(database, mon
     assert failing["left"] == 0  # the candidates' read went through a snapshot
     assert answer.status == 503, answer.text
     assert "retry-after" in {k.lower() for k in answer.headers}
+
+
+_LOCK_NOT_GRANTED = {
+    "mysql": lambda: pymysql.err.OperationalError(
+        1205, "Lock wait timeout exceeded; try restarting transaction"),
+    "postgresql": lambda: psycopg.errors.DeadlockDetected("deadlock detected"),
+    "sqlite": lambda: sqlite3.OperationalError("database is locked"),
+}
+
+
+def test_a_read_that_is_not_granted_a_lock_is_a_503(database, monkeypatch):
+    # The fault campaign's 30-minute run: a GET /allocations/{consumer} on a Galera
+    # node whose causal wait (wsrep_sync_wait) timed out got 1205 and answered 500.
+    # Writes retry such races; a read that meets one is told to come back.
+    client = PlacementClient(make_app(make_conf(database.url), db=database.db, prepare=False))
+    dialect = database.engine.dialect
+    original = dialect.do_execute
+    failing = {"left": 1}
+
+    def execute(cursor, statement, parameters, context=None):
+        if failing["left"] and "allocations" in statement and \
+                statement.lstrip().upper().startswith("SELECT"):
+            failing["left"] -= 1
+            raise _LOCK_NOT_GRANTED[database.backend]()
+        return original(cursor, statement, parameters, context)
+
+    monkeypatch.setattr(dialect, "do_execute", execute)
+    consumer = "9f1c5c3e-7e0a-4a47-9c5b-2a4d3f0e8b11"
+    answer = client.get(f"/allocations/{consumer}")
+    assert failing["left"] == 0
+    assert answer.status == 503, answer.text
+    assert {k.lower(): v for k, v in answer.headers.items()}["retry-after"] == "2"
+    assert "busy" in answer.text
+    # Tried again, it answers.
+    assert client.get(f"/allocations/{consumer}").status == 200

@@ -22,6 +22,7 @@ import falcon
 
 from allotment import errors, metrics
 from allotment.db.availability import DatabaseUnavailable
+from allotment.db.errors import LostRace, meaning
 from allotment.http.context import Request
 from allotment.http.microversion import MAX, MIN, Version
 from allotment.http.request import accept_ranges
@@ -78,6 +79,15 @@ RETRY_AFTER: dict[type[ledger.LedgerError], int] = {ledger.CandidatesBusy: 1}
 # The database is shut down, restarting or unreachable: a restart is over in
 # seconds; a client honouring Retry-After comes back after it.
 RETRY_AFTER_SECONDS = 2
+
+
+def busy(exc: BaseException) -> errors.PlacementError:
+    """The answer to a lock not granted in time, or a deadlock, that no retry
+    absorbed: a read's (a Galera node's causal wait ends in 1205 when it cannot
+    catch up) or a write's whose retries ran out. It passes when tried again."""
+    return errors.PlacementError("The placement database is busy. Please retry in "
+                                 f"{RETRY_AFTER_SECONDS} seconds.", status=503,
+                                 headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
 
 
 def unavailable(exc: DatabaseUnavailable) -> errors.PlacementError:
@@ -235,6 +245,10 @@ def handle_exception(req: Request, resp: falcon.Response, ex: Exception,
         ex = refusal(ex)
     elif isinstance(ex, DatabaseUnavailable):
         ex = unavailable(ex)
+    elif isinstance(meaning(ex), LostRace):
+        LOG.warning("%s %s: the database did not grant a lock in time: %s",
+                    req.method, req.path, ex)
+        ex = busy(ex)
     if isinstance(ex, errors.PlacementError):
         write_error(req, resp, ex.status, ex.message, ex.code, ex.headers)
     elif isinstance(ex, falcon.HTTPMethodNotAllowed):
