@@ -13,7 +13,6 @@ packet filter), iptables and Galera; under CI=true a missing piece fails.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from tests.clients import sidebyside
 from tests.faults import campaign
 from tests.faults import cloud as clouds
 from tests.faults.nemesis import KINDS
+from tests.support.needs import require
 
 pytestmark = [pytest.mark.faults, pytest.mark.galera]
 
@@ -31,11 +31,7 @@ UPSTREAM_MINUTES = 1.5
 
 @pytest.fixture(autouse=True)
 def _needs_cluster() -> None:
-    missing = clouds.missing()
-    if missing:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"the fault campaign cannot run: {missing}")
-        pytest.skip(missing)
+    require(clouds.missing(), "the fault campaign cannot run")
 
 
 def _run(tmp_path: Path, **options: object) -> dict:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import threading
@@ -11,17 +10,14 @@ from collections.abc import Iterator
 import pytest
 
 from tests.faults.netfilter import PacketFilter
+from tests.support.needs import require
 
 pytestmark = pytest.mark.faults
 
 
 @pytest.fixture(autouse=True)
 def _needs_packet_filter() -> None:
-    missing = PacketFilter.missing()
-    if missing:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"the fault tests cannot run: {missing}")
-        pytest.skip(missing)
+    require(PacketFilter.missing(), "the fault tests cannot run")
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ import requests
 
 from allotment.ledger import capacity
 from tests.clients import live
+from tests.support.needs import require
 
 CHROMIUM = "/usr/bin/chromium"
 TOKEN_KEY = "allotment.dashboard.token"
@@ -48,11 +49,7 @@ def _missing() -> str | None:
     return None
 
 
-if _missing():
-    if os.environ.get("CI"):
-        pytest.fail(f"the dashboard's browser test needs chromium: {_missing()}",
-                    pytrace=False)
-    pytest.skip(str(_missing()), allow_module_level=True)
+require(_missing(), "the dashboard's browser test needs chromium", module=True)
 
 from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
 

@@ -56,6 +56,7 @@ from allotment.db import tables as t
 from allotment.db.engine import create_engine
 from tests import conftest
 from tests.support.dbservers import free_port
+from tests.support.needs import require
 
 BIN = Path(sys.executable).parent
 VENV = BIN.parent
@@ -69,12 +70,7 @@ ROOT_LINKS = [{"rel": "self", "href": ""}]
 
 
 def _require(missing: str | None) -> None:
-    """Skip on a developer's machine, fail in CI, when something is not installed."""
-    if missing is None:
-        return
-    if os.environ.get("CI"):
-        pytest.fail(f"needed for the deployment tools' tests: {missing}", pytrace=False)
-    pytest.skip(missing)
+    require(missing, "needed for the deployment tools' tests")
 
 
 def _apache_missing() -> str | None:

@@ -38,6 +38,7 @@ import pytest
 from tests.clients import live
 from tests.support.dbservers import call
 from tests.support.galera import GaleraCluster, write_retries
+from tests.support.needs import require
 
 pytestmark = pytest.mark.galera
 
@@ -65,9 +66,7 @@ class Cloud:
 
 @pytest.fixture(scope="module")
 def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
-    missing = GaleraCluster.missing()
-    if missing:
-        pytest.skip(f"no Galera cluster: {missing}")
+    require(GaleraCluster.missing(), "no Galera cluster")
     began = time.monotonic()
     cluster = GaleraCluster.create()
     assert cluster is not None
