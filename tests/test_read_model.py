@@ -235,6 +235,60 @@ def test_mysql_gaps_in_flight_are_kept_and_rolled_back_ones_forgotten(database):
     assert list(position.gaps) == [position.high + 1001]
 
 
+def test_galera_a_provider_written_by_a_slow_transaction_is_seen_by_the_sweep(
+        client, database):
+    """On Galera a gap is forgotten after GALERA_GAP_SETTLE seconds; a write that
+    stayed open longer (on another node) is found by the generation sweep."""
+    if database.backend != "mysql":
+        return
+    slow, other = _cloud(client, count=2)
+    feed = Feed(database.backend, retention=3600)
+    feed.galera = True  # what ``start`` learns from ``wsrep_on`` on a Galera node
+    feed, position = _feed_from_now(database, feed)
+    assert position.generations is not None
+    position.gaps = {}  # earlier tests' rolled-back ids are not the subject here
+    with database.engine.connect() as conn:
+        slow_id, other_id = (conn.execute(sa.text(
+            "SELECT id FROM resource_providers WHERE uuid = :uuid"), {"uuid": u}).scalar_one()
+            for u in (slow, other))
+    late = database.engine.connect()
+    try:
+        late_txn = late.begin()
+        # A write as a Placement API makes it: the inventory and the generation
+        # in one transaction (the trigger takes a change id now).
+        late.execute(sa.text("UPDATE inventories SET total = 9 WHERE resource_provider_id = "
+                             ":id AND resource_class_id = 0"), {"id": slow_id})
+        late.execute(sa.text("UPDATE resource_providers SET generation = generation + 1 "
+                             "WHERE id = :id"), {"id": slow_id})
+        with database.engine.begin() as conn:  # committed first, with a later id
+            conn.execute(sa.text("UPDATE inventories SET total = 7 WHERE resource_provider_id "
+                                 "= :id AND resource_class_id = 0"), {"id": other_id})
+            conn.execute(sa.text("UPDATE resource_providers SET generation = generation + 1 "
+                                 "WHERE id = :id"), {"id": other_id})
+        with database.db.snapshot() as conn:
+            changes, position = feed.poll(conn, position, database.db.read)
+        assert changes == {Kind.INVENTORY: {other_id}} and position.gaps
+        for gap in position.gaps:
+            position.gaps[gap] -= GALERA_GAP_SETTLE + 1  # waited for long enough
+        with database.db.snapshot() as conn:
+            changes, position = feed.poll(conn, position, database.db.read)
+        assert changes == {} and not position.gaps  # forgotten: in flight elsewhere
+        late_txn.commit()
+    finally:
+        late.close()
+    with database.db.snapshot() as conn:
+        changes, position = feed.poll(conn, position, database.db.read)
+    assert changes == {}  # the change's id was forgotten: only the sweep finds it
+    position.swept_at -= GALERA_GAP_SETTLE  # the next sweep is due
+    with database.db.snapshot() as conn:
+        changes, position = feed.poll(conn, position, database.db.read)
+    # ``other`` moved before the last sweep too: the sweep names both writes.
+    assert changes == {Kind.PROVIDER: {slow_id, other_id}}
+    with database.db.snapshot() as conn:
+        changes, _ = feed.poll(conn, position, database.db.read)
+    assert changes == {}  # and only once
+
+
 def test_postgresql_transactions_in_flight_are_read_when_they_commit(database):
     if database.backend != "postgresql":
         return

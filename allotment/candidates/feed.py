@@ -30,9 +30,16 @@ transactions leave ids that never appear. Each backend closes it its own way:
   a locking read would take gap locks that make writers wait.
   On a **Galera** cluster another node's transaction in flight holds no
   lock on this node, so there a gap is forgotten only after
-  ``GALERA_GAP_SETTLE`` seconds: a change whose transaction stays open longer
-  than that after a later change committed elsewhere is seen at the next
-  comparison with the tables (``model``), not at once.
+  ``GALERA_GAP_SETTLE`` seconds. A change whose transaction stays open longer
+  than that (a slow writer on another node) would then be missed; so, every
+  ``GALERA_GAP_SETTLE`` seconds, the poll also reads every provider's
+  generation and names the providers whose generation moved since the last
+  such sweep (or the full load). Every write a Placement API makes to a
+  provider's inventories, allocations or traits moves its generation in the
+  same transaction, so such a change is seen within that time of its commit.
+  What moves no generation (aggregates written at microversion 1.18, SQL
+  written by hand) and stays open that long is seen at the next comparison
+  with the tables (``model``).
 * **SQLite** -- one writer at a time and AUTOINCREMENT: ids commit in order.
 
 When the log cannot answer -- the reader has not polled for half the
@@ -53,6 +60,7 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 from sqlalchemy.exc import OperationalError
 
+from allotment.db import tables as t
 from allotment.db.errors import LockNotGranted, meaning
 
 CHANGES = sa.table("allotment_changes", sa.column("id", sa.BigInteger),
@@ -106,6 +114,10 @@ class Position:
     xids: dict[int, float] = field(default_factory=dict)
     xmax: int | None = None
     polled_at: float = field(default_factory=time.monotonic)
+    # Galera: every provider's generation at the last sweep (provider id ->
+    # generation), and when it was read.
+    generations: dict[int, int] | None = None
+    swept_at: float = 0.0
 
 
 Changes = dict[Kind, set[int]]
@@ -152,6 +164,9 @@ class Feed:
             seen = set(conn.execute(sa.select(CHANGES.c.id).where(CHANGES.c.id > low)).scalars())
             now = time.monotonic()
             position.gaps = {i: now for i in range(low + 1, high) if i not in seen}
+        if self.galera:
+            position.generations = _generations(conn)
+            position.swept_at = time.monotonic()
         return position
 
     def poll(self, conn: sa.Connection, position: Position,
@@ -181,8 +196,16 @@ class Feed:
             for found in seen:
                 gaps.pop(found, None)
             self._settle(conn, probing, gaps, now, stale)
-        return (_group((row[1], row[2]) for row in rows),
-                Position(high=high, gaps=gaps, polled_at=now))
+        changes = _group((row[1], row[2]) for row in rows)
+        following = Position(high=high, gaps=gaps, polled_at=now,
+                             generations=position.generations, swept_at=position.swept_at)
+        if (position.generations is not None
+                and now - position.swept_at >= GALERA_GAP_SETTLE):
+            moved = _moved(position.generations, generations := _generations(conn))
+            if moved:
+                changes.setdefault(Kind.PROVIDER, set()).update(moved)
+            following.generations, following.swept_at = generations, now
+        return changes, following
 
     def _poll_postgresql(self, conn: sa.Connection, position: Position, now: float,
                          stale: float) -> tuple[Changes, Position]:
@@ -265,6 +288,20 @@ class Feed:
         if self.dialect == "sqlite":
             cutoff = sa.func.datetime("now", f"-{int(self.retention)} seconds")
         return conn.execute(CHANGES.delete().where(CHANGES.c.created_at < cutoff)).rowcount
+
+
+_GENERATIONS = sa.select(t.resource_providers.c.id, t.resource_providers.c.generation)
+
+
+def _generations(conn: sa.Connection) -> dict[int, int]:
+    """Every provider's generation (Galera's sweep; see the module docstring)."""
+    return {id_: generation for id_, generation in conn.execute(_GENERATIONS)}
+
+
+def _moved(before: dict[int, int], now: dict[int, int]) -> set[int]:
+    """Providers made, deleted or written between two sweeps."""
+    moved = {id_ for id_, generation in now.items() if before.get(id_) != generation}
+    return moved | (before.keys() - now.keys())
 
 
 def _in_progress(snapshot: str) -> set[int]:
