@@ -1,8 +1,9 @@
 """A fault campaign: ``python -m tests.faults.campaign --minutes M --seed S --json FILE``.
 
 Runs as root from the repository root (the packet filter needs root). Starts
-the cluster and three servers (``--servers allotment``, or ``upstream`` for
-upstream Placement 16.0.0 without allotment's guard), runs the schedulers and
+the cluster and three servers (``--servers allotment``; ``upstream`` for
+upstream Placement 16.0.0 on its own schema, without allotment's guard;
+``upstream-guarded`` for upstream on allotment's schema), runs the schedulers and
 the nemesis for ``--minutes``, heals everything, runs the checker, writes the
 JSON report and prints a one-line summary last. Exits 0 only when nothing was
 lost or overcommitted, every server and node agree, no generation went down
@@ -113,6 +114,10 @@ def _report(history: History, nemesis: Nemesis, result: Any, kind: str, seed: in
         "status_5xx": len(status_5xx),
         "servers_disagree": len(result.servers_disagree),
         "generations_decreased": len(result.generations_decreased),
+        # allotment's allocation history (its own table) against the nodes and the
+        # acknowledged writes; "absent" on upstream's schema.
+        "recorded_history": result.recorded_history,
+        "history_disagrees": len(result.history_disagrees),
         "unavailable_without_retry_after": len(no_retry_after),
         # Consumers whose last write had no definite answer, as the nodes resolved it.
         "uncertain_resolved": result.resolved,
@@ -127,6 +132,7 @@ def _report(history: History, nemesis: Nemesis, result: Any, kind: str, seed: in
             "overcommitted": result.overcommitted[:10],
             "servers_disagree": result.servers_disagree[:10],
             "generations_decreased": result.generations_decreased[:10],
+            "history_disagrees": result.history_disagrees[:10],
             # Writes answered 503 (or not sent) that the nodes hold: allowed (a
             # connection lost at COMMIT), listed to see when it happens.
             "applied_after_503": result.applied_after_503[:10],
@@ -140,7 +146,8 @@ def _report(history: History, nemesis: Nemesis, result: Any, kind: str, seed: in
 
 def is_clean(report: dict[str, Any]) -> bool:
     return not (report["lost"] or report["overcommitted"] or report["status_5xx"]
-                or report["servers_disagree"] or report["generations_decreased"])
+                or report["servers_disagree"] or report["generations_decreased"]
+                or report["history_disagrees"])
 
 
 def summary(report: dict[str, Any]) -> str:
@@ -162,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=5.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", type=Path, help="write the report here")
-    parser.add_argument("--servers", choices=("allotment", "upstream"), default="allotment")
+    parser.add_argument("--servers", choices=clouds.KINDS, default="allotment")
     parser.add_argument("--faults", default=",".join(KINDS),
                         help="comma-separated fault kinds; empty: load only")
     parser.add_argument("--schedulers", type=int, default=SCHEDULERS)

@@ -125,19 +125,42 @@ class Snapshotter:
         return thread
 
 
-def admissible_states(history: History) -> tuple[dict[str, list[Allocation]],
-                                                  dict[str, Operation]]:
-    """Per consumer written, every state it may hold now; and for those whose last
-    write had no definite answer, that answer's outcome (unavailable, indeterminate)."""
-    states: dict[str, list[Allocation]] = {}
-    uncertain: dict[str, Operation] = {}
+@dataclass
+class Consumers:
+    """What the history of writes says of every consumer written."""
+
+    # Every state each consumer may hold now.
+    states: dict[str, list[Allocation]] = field(default_factory=dict)
+    # Uncertain writes (no definite answer) not settled by a later read: the
+    # final state tells how the nodes resolved them.
+    uncertain: dict[str, Operation] = field(default_factory=dict)
+    # Uncertain writes settled by a read: consumer -> (the write, applied?).
+    settled: dict[str, tuple[Operation, bool]] = field(default_factory=dict)
+    # Reads that answered a state the history does not allow.
+    misread: list[str] = field(default_factory=list)
+    # Each consumer's acknowledged states, in order (from {}).
+    acknowledged: dict[str, list[Allocation]] = field(default_factory=dict)
+
+
+def admissible_states(history: History) -> Consumers:
+    """Per consumer written, every state it may hold now, its uncertain writes and
+    how the reads that settled them found them."""
+    found = Consumers()
     for operation in history.operations:
-        if not operation.is_write or operation.consumer is None:
+        consumer = operation.consumer
+        if consumer is None:
+            continue
+        if operation.kind == "settle_read":
+            if operation.outcome == "ok" and operation.held is not None:
+                _settle(found, consumer, operation)
+            continue
+        if not operation.is_write:
             continue
         assert operation.target is not None
-        current = states.setdefault(operation.consumer, [{}])
+        current = found.states.setdefault(consumer, [{}])
         if operation.outcome == "ok":
-            states[operation.consumer] = [operation.target]
+            found.states[consumer] = [operation.target]
+            found.acknowledged.setdefault(consumer, [{}]).append(operation.target)
         elif operation.outcome == "refused":
             pass
         elif operation.target not in current:
@@ -145,8 +168,26 @@ def admissible_states(history: History) -> tuple[dict[str, list[Allocation]],
             # COMMIT). A connection refused before sending is "unavailable" as well;
             # allowing its write costs the check nothing, as the final state tells.
             current.append(operation.target)
-            uncertain[operation.consumer] = operation
-    return states, uncertain
+            found.uncertain[consumer] = operation
+    return found
+
+
+def _settle(found: Consumers, consumer: str, read: Operation) -> None:
+    held = read.held
+    assert held is not None
+    admissible = found.states.get(consumer, [{}])
+    if held not in admissible:
+        found.misread.append(f"{consumer}: {read.server} read {held} at {read.invoked:.1f}s, "
+                             f"admissible {admissible}")
+        return
+    write = found.uncertain.pop(consumer, None)
+    if write is not None:
+        found.settled[consumer] = (write, held == write.target and held != admissible[0])
+        # The read decided it: the consumer holds that (the scheduler writes it
+        # only after this read, so nothing else may change it meanwhile).
+        found.states[consumer] = [held]
+        if held != found.acknowledged.get(consumer, [{}])[-1]:
+            found.acknowledged.setdefault(consumer, [{}]).append(held)
 
 
 @dataclass
@@ -156,6 +197,9 @@ class Report:
     overcommitted_providers: set[str] = field(default_factory=set)
     servers_disagree: list[str] = field(default_factory=list)
     generations_decreased: list[str] = field(default_factory=list)
+    # allotment's own allocation history against the nodes and the clients' history
+    history_disagrees: list[str] = field(default_factory=list)
+    recorded_history: str = "absent"  # checked, or absent (no history tables)
     # outcome (unavailable, indeterminate) -> applied / not applied -> consumers
     resolved: dict[str, dict[str, int]] = field(default_factory=dict)
     applied_after_503: list[str] = field(default_factory=list)
@@ -163,7 +207,7 @@ class Report:
 
     def clean(self) -> bool:
         return not (self.lost or self.overcommitted or self.servers_disagree
-                    or self.generations_decreased)
+                    or self.generations_decreased or self.history_disagrees)
 
 
 def check(history: History, nodes: list[Node], servers: dict[str, str],
@@ -171,37 +215,113 @@ def check(history: History, nodes: list[Node], servers: dict[str, str],
     report = Report(snapshots=len(snapshots))
     final = [snapshot(node, history.began) for node in nodes]
 
-    _check_consumers(report, history, final)
+    found = admissible_states(history)
+    _check_consumers(report, found, final)
     _check_snapshots(report, [*snapshots, *final])
     _check_servers(report, final[0], servers, providers)
+    _check_recorded_history(report, found, nodes, final)
     return report
 
 
-def _check_consumers(report: Report, history: History, final: list[Snapshot]) -> None:
+def _check_consumers(report: Report, found: Consumers, final: list[Snapshot]) -> None:
     """Every node holds the same, and for each consumer one of its admissible states."""
-    states, uncertain = admissible_states(history)
-    written = set(states)
-    for consumer, admissible in states.items():
+    report.lost += found.misread
+    for consumer, (write, applied) in found.settled.items():
+        _resolved(report, consumer, write, applied)
+    for consumer, admissible in found.states.items():
         held = [s.allocations.get(consumer, {}) for s in final]
         if any(h != held[0] for h in held):
             report.lost.append(f"{consumer}: nodes disagree {held}")
         elif held[0] not in admissible:
             report.lost.append(f"{consumer}: holds {held[0]}, admissible {admissible}")
-        elif consumer in uncertain:
-            operation = uncertain[consumer]
-            way = "applied" if held[0] == admissible[-1] else "not_applied"
-            counts = report.resolved.setdefault(operation.outcome, {})
-            counts[way] = counts.get(way, 0) + 1
-            if way == "applied" and operation.outcome == "unavailable":
-                report.applied_after_503.append(
-                    f"{operation.kind} {consumer} via {operation.server} at "
-                    f"{operation.invoked:.1f}s ({operation.during_fault}): "
-                    f"{operation.status} {operation.error[:200]}")
+        elif consumer in found.uncertain:
+            _resolved(report, consumer, found.uncertain[consumer], held[0] == admissible[-1])
     for s in final:
-        strangers = set(s.allocations) - written
+        strangers = set(s.allocations) - set(found.states)
         if strangers:
             report.lost.append(f"{s.node}: allocations nobody wrote: {sorted(strangers)[:5]}")
 
+
+def _resolved(report: Report, consumer: str, write: Operation, applied: bool) -> None:
+    counts = report.resolved.setdefault(write.outcome, {})
+    way = "applied" if applied else "not_applied"
+    counts[way] = counts.get(way, 0) + 1
+    if applied and write.outcome == "unavailable":
+        report.applied_after_503.append(
+            f"{write.kind} {consumer} via {write.server} at {write.invoked:.1f}s "
+            f"({write.during_fault}): {write.status} {write.error[:200]}")
+
+
+RECORDED = """
+SELECT consumer_uuid, resource_provider_uuid, used_after, txn, created_at, id
+FROM allotment_allocation_history ORDER BY consumer_uuid, created_at, id
+"""
+
+
+def _check_recorded_history(report: Report, found: Consumers, nodes: list[Node],
+                            final: list[Snapshot]) -> None:
+    """allotment's own allocation history (its table, read on every node) implies
+    what each node holds, and holds every acknowledged state in order."""
+    for node, held in zip(nodes, final, strict=True):
+        conn = connect(node)
+        try:
+            with conn.cursor() as cursor:
+                cursor.execute("SELECT COUNT(*) FROM information_schema.tables WHERE "
+                               "table_schema = DATABASE() AND "
+                               "table_name = 'allotment_allocation_history'")
+                row = cursor.fetchone()
+                if not row or not row[0]:
+                    return  # upstream's schema: nothing recorded to compare
+                cursor.execute(RECORDED)
+                rows = cursor.fetchall()
+        finally:
+            conn.close()
+        report.recorded_history = "checked"
+        recorded = _recorded_states(rows)
+        for consumer in sorted(set(recorded) | set(held.allocations)):
+            states = recorded.get(consumer, [{}])
+            if states[-1] != held.allocations.get(consumer, {}):
+                report.history_disagrees.append(
+                    f"{held.node} {consumer}: history ends at {states[-1]}, the node holds "
+                    f"{held.allocations.get(consumer, {})}")
+        for consumer, acknowledged in found.acknowledged.items():
+            if not _in_order(_runs(acknowledged), _runs(recorded.get(consumer, [{}]))):
+                report.history_disagrees.append(
+                    f"{held.node} {consumer}: acknowledged {acknowledged}, history records "
+                    f"{recorded.get(consumer, [{}])}")
+
+
+def _recorded_states(rows: list[tuple[Any, ...]]) -> dict[str, list[Allocation]]:
+    """Each consumer's states, one per recorded transaction, in the order they were made."""
+    changes: dict[str, dict[Any, dict[str, int]]] = defaultdict(dict)
+    for consumer, provider, used_after, txn, _at, entry in rows:
+        # Entries of one transaction share its token; without one, each stands alone.
+        key = txn if txn is not None else f"entry {entry}"
+        changes[consumer].setdefault(key, {})[provider] = int(used_after)
+    states: dict[str, list[Allocation]] = {}
+    for consumer, transactions in changes.items():
+        state: Allocation = {}
+        sequence = [dict(state)]
+        for change in transactions.values():  # dicts keep the order rows came in
+            for provider, used in change.items():
+                if used:
+                    state[provider] = used
+                else:
+                    state.pop(provider, None)
+            sequence.append(dict(state))
+        states[consumer] = sequence
+    return states
+
+
+def _runs(states: list[Allocation]) -> list[Allocation]:
+    """The states without repeats in a row (a claim that changed nothing)."""
+    return [s for i, s in enumerate(states) if i == 0 or s != states[i - 1]]
+
+
+def _in_order(wanted: list[Allocation], recorded: list[Allocation]) -> bool:
+    """``wanted`` is a subsequence of ``recorded``."""
+    position = iter(recorded)
+    return all(any(state == seen for seen in position) for state in wanted)
 
 
 def _check_snapshots(report: Report, snapshots: list[Snapshot]) -> None:

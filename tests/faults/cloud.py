@@ -2,12 +2,14 @@
 loopback address, and one Placement server per node (as deployments pin them).
 
 The servers are allotment's (``allotment serve``, 2 workers) or upstream
-Placement 16.0.0's (uwsgi from bench's venv, 2 processes) without allotment's
-capacity guard, for the comparison. Both are started by bench's
-``RunningServer`` (a process group of their own, so a restart can SIGKILL the
-master and its workers at once). This module also holds the node-level faults'
-mechanics: SIGKILL and restart with the recovered position (IST), wipe and
-restart (SST), SIGSTOP / SIGCONT.
+Placement 16.0.0's (uwsgi from bench's venv, 2 processes), for the comparison:
+``upstream`` on the schema upstream makes (no capacity guard), as an operator
+runs it today, or ``upstream-guarded`` on allotment's schema, whose triggers
+(the capacity guard, the change log, the history) then watch upstream's writes.
+Both are started by bench's ``RunningServer`` (a process group of their own, so
+a restart can SIGKILL the master and its workers at once). This module also
+holds the node-level faults' mechanics: SIGKILL and restart with the recovered
+position (IST), wipe and restart (SST), SIGSTOP / SIGCONT.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from tests.support.dbservers import free_port
 from tests.support.galera import GaleraCluster, GaleraNode
 
 DATABASE = "placement"
+KINDS = ("allotment", "upstream", "upstream-guarded")
 
 
 @dataclass
@@ -61,7 +64,7 @@ class Server:
 
 @dataclass
 class Cloud:
-    kind: str  # "allotment" or "upstream"
+    kind: str  # one of KINDS
     cluster: GaleraCluster
     servers: list[Server] = field(default_factory=list)
     workdir: Path = Path()
@@ -100,12 +103,13 @@ def start(kind: str, workdir: Path) -> Cloud:
         # allotment's schema (head, with the guard); for upstream back to 0001,
         # the schema upstream itself makes, without the guard's triggers.
         mixed.set_guard(url, True)
-        if kind == "upstream":
+        if kind == "upstream":  # upstream-guarded keeps the guard
             mixed.set_guard(url, False)
         bench = sidebyside._bench_servers()
-        binary = (sidebyside.UPSTREAM_VENV / "bin" / "uwsgi" if kind == "upstream"
+        implementation = "upstream" if kind.startswith("upstream") else "allotment"
+        binary = (sidebyside.UPSTREAM_VENV / "bin" / "uwsgi" if implementation == "upstream"
                   else sidebyside.ALLOTMENT_BIN)
-        command = bench.ServerCommand(kind, str(binary), 2, 4)
+        command = bench.ServerCommand(implementation, str(binary), 2, 4)
         for number, node in enumerate(cluster.nodes, start=1):
             directory = workdir / f"{kind}{number}"
             conf = bench.write_config(directory, node.url(DATABASE))

@@ -85,7 +85,8 @@ def request(url: str, method: str, path: str, body: Any = None,
 @dataclass
 class Operation:
     index: int
-    kind: str  # claim, move, release, probe_claim, probe_release, candidates, read
+    kind: str  # claim, move, release, probe_claim, probe_release, candidates, read,
+    # settle_read
     server: str
     consumer: str | None
     before: Allocation | None  # the consumer's acknowledged allocation before
@@ -97,6 +98,7 @@ class Operation:
     retry_after: bool = False
     error: str = ""
     during_fault: str | None = None
+    held: Allocation | None = None  # what a settle_read answered the consumer holds
 
     @property
     def is_write(self) -> bool:
@@ -126,5 +128,9 @@ class History:
         operation.outcome = answer.outcome
         operation.status = answer.status
         operation.retry_after = answer.retry_after
+        if (operation.kind == "settle_read" and answer.outcome == "ok"
+                and isinstance(answer.body, dict)):
+            operation.held = {rp: int(a["resources"].get("VCPU", 0))
+                              for rp, a in answer.body.get("allocations", {}).items()}
         operation.error = answer.error or (str(answer.body)[:300] if answer.status and
                                            answer.status >= 500 else "")

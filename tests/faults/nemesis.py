@@ -14,6 +14,12 @@ Kinds (each on a node, link or server the seed picks):
 - ``packet_drop``: drop a random share of the packets on a node's links, both ways.
 - ``server_restart``: SIGKILL a server (master and workers) while claims are in
   flight, and start it again on the same port.
+- ``slow_writer``: a writer outside the servers (an operator's SQL, a slow
+  client) changes a probe provider's inventory and generation on a node, as an
+  API write would, and holds that transaction open past the read model's
+  settle time for changes not seen yet (``GALERA_GAP_SETTLE``, 10 s) while the
+  servers commit on every node, then commits. Its staleness is measured from
+  that commit until every server's candidates show the new capacity.
 
 After each fault is undone the cluster is waited for (3 nodes Synced), then
 every server is probed with a claim on a probe provider of its own: the time
@@ -39,7 +45,7 @@ from tests.faults.netfilter import PacketFilter
 from tests.faults.workload import Providers, claim_body
 
 KINDS = ("partition_node", "partition_bridge", "kill_ist", "kill_sst", "pause",
-         "packet_drop", "server_restart")
+         "packet_drop", "server_restart", "slow_writer")
 PROBE_TIMEOUT = 120.0
 
 
@@ -137,15 +143,49 @@ class Nemesis:
             server.kill()
             time.sleep(self.rng.uniform(1, 3))
             server.start()
+        elif kind == "slow_writer":
+            hold = self.rng.uniform(12, 16)  # past the read model's 10 s on Galera
+            fault.target = f"{node.name}, probe {index + 1}"
+            fault.staleness_s = self.slow_write(self.nodes[index],
+                                                self.providers.probes[index], hold)
+            fault.note = f"held {hold:.1f} s"
         else:
             raise ValueError(kind)
         healed = time.monotonic()
         fault.held_s = healed - began
         fault.healed_s = clouds.wait_healed(self.cloud)
         self.history.fault = None
-        fault.recovery_s, fault.staleness_s = self.probe(healed)
+        fault.recovery_s, staleness = self.probe(healed)
+        fault.staleness_s = max(fault.staleness_s, staleness)
         self.faults.append(fault)
         return fault
+
+    def slow_write(self, node: Node, probe: str, hold: float) -> float:
+        """Write ``probe``'s inventory in a transaction held open ``hold`` seconds;
+        seconds from its commit until every server's candidates show it."""
+        conn = connect(node)
+        try:
+            with conn.cursor() as cursor:
+                cursor.execute("START TRANSACTION")
+                cursor.execute("UPDATE inventories i JOIN resource_providers rp "
+                               "ON rp.id = i.resource_provider_id "
+                               "SET i.total = i.total + 1 WHERE rp.uuid = %s", (probe,))
+                cursor.execute("UPDATE resource_providers SET generation = generation + 1 "
+                               "WHERE uuid = %s", (probe,))
+                cursor.execute("SELECT FLOOR((i.total - i.reserved) * i.allocation_ratio) "
+                               "FROM inventories i JOIN resource_providers rp "
+                               "ON rp.id = i.resource_provider_id WHERE rp.uuid = %s",
+                               (probe,))
+                row = cursor.fetchone()
+                assert row is not None
+                capacity = int(row[0])
+                time.sleep(hold)
+                cursor.execute("COMMIT")
+        finally:
+            conn.close()
+        committed = time.monotonic()
+        self._wait_for_servers(probe, "capacity", capacity, committed)
+        return time.monotonic() - committed
 
     def probe(self, healed: float) -> tuple[float, float]:
         """Seconds from ``healed`` until every server acknowledged a probe claim,
@@ -184,7 +224,13 @@ class Nemesis:
         return int(row[0]) if row else 0
 
     def staleness(self, probe: str, acknowledged: float) -> float:
-        expected = self._usage_on_a_node(probe)
+        self._wait_for_servers(probe, "used", self._usage_on_a_node(probe), acknowledged)
+        return time.monotonic() - acknowledged
+
+    def _wait_for_servers(self, probe: str, field_name: str, expected: int,
+                          since: float) -> None:
+        """Until every server's candidates show ``expected`` as the probe's VCPU
+        ``field_name`` (used, capacity), or PROBE_TIMEOUT after ``since``."""
         waiting = {s.name: s.url for s in self.cloud.servers}
         while waiting:
             for name, url in list(waiting.items()):
@@ -192,11 +238,10 @@ class Nemesis:
                                  f"&in_tree={probe}&limit=1")
                 if answer.outcome == "ok" and isinstance(answer.body, dict):
                     summary = answer.body.get("provider_summaries", {}).get(probe, {})
-                    used = summary.get("resources", {}).get("VCPU", {}).get("used")
-                    if used == expected:
+                    shown = summary.get("resources", {}).get("VCPU", {}).get(field_name)
+                    if shown == expected:
                         del waiting[name]
-            if time.monotonic() - acknowledged > PROBE_TIMEOUT:
-                return PROBE_TIMEOUT
+            if time.monotonic() - since > PROBE_TIMEOUT:
+                return
             if waiting:
                 time.sleep(0.1)
-        return time.monotonic() - acknowledged

@@ -25,7 +25,7 @@ from tests.support.needs import require
 
 pytestmark = [pytest.mark.faults, pytest.mark.galera]
 
-SHORT_MINUTES = 3.5
+SHORT_MINUTES = 4.5
 UPSTREAM_MINUTES = 1.5
 
 

@@ -3,8 +3,12 @@
 Each scheduler owns the consumers it made and writes each one in order, so
 the history of one consumer is sequential and the checker can say what it
 must hold. A consumer whose last write ended without a definite answer (503,
-timeout, dropped connection) is never written again: its state is then one of
-two, and the checker accepts either, as long as every node agrees.
+timeout, dropped connection) is not written again while it may still change:
+its state is then one of two, and the checker accepts either, as long as every
+node agrees. Once no fault is in force and ``SETTLE_AFTER`` seconds have
+passed, its scheduler reads it (the checker resolves the uncertain write by
+that read) and releases it, until a definite answer: otherwise such consumers
+keep their capacity for good and, over a long run, fill every provider.
 
 A few hot providers (small, most claims go there: contention, refusals for
 capacity) and many cold ones. Probe providers (one per server) are only
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 
@@ -23,6 +28,10 @@ from tests.faults.history import PROJECT, USER, Allocation, History, request
 HOT_VCPUS = 12
 COLD_VCPUS = 48
 PROBE_VCPUS = 100000
+# Seconds after a write without a definite answer before its consumer is read
+# and released: longer than a server takes to finish or give up a request
+# (the clients' timeout is 15 s), so the write cannot still land afterwards.
+SETTLE_AFTER = 30.0
 
 
 @dataclass
@@ -70,6 +79,8 @@ class Scheduler:
     stop: threading.Event
     seed: int
     owned: dict[str, Allocation] = field(default_factory=dict)  # writable consumers
+    # Consumers whose last write had no definite answer -> when it ended.
+    uncertain: dict[str, float] = field(default_factory=dict)
     rng: random.Random = field(init=False)
 
     def __post_init__(self) -> None:
@@ -86,6 +97,10 @@ class Scheduler:
 
     def run(self) -> None:
         while not self.stop.is_set():
+            settled = self._settled()
+            if settled is not None:
+                self.settle(settled)
+                continue
             roll = self.rng.random()
             if roll < 0.40 or not self.owned:
                 self.claim()
@@ -104,13 +119,37 @@ class Scheduler:
         answer = request(url, method, path, body)
         self.history.complete(operation, answer)
         if answer.outcome == "ok":
+            self.uncertain.pop(consumer, None)
             if target:
                 self.owned[consumer] = target
             else:
                 self.owned.pop(consumer, None)
-        elif answer.outcome != "refused":
-            self.owned.pop(consumer, None)  # unknown state: never written again
+        elif answer.outcome == "refused":
+            if consumer in self.uncertain and not target:
+                # Releasing a consumer that holds nothing (404): settled.
+                self.uncertain.pop(consumer)
+        else:
+            self.owned.pop(consumer, None)  # unknown state: left until settled
+            self.uncertain[consumer] = time.monotonic()
         return answer.outcome
+
+    def _settled(self) -> str | None:
+        """An uncertain consumer that can be settled now, if any."""
+        if self.history.fault is not None or not self.uncertain:
+            return None
+        consumer, ended = min(self.uncertain.items(), key=lambda item: item[1])
+        return consumer if time.monotonic() - ended >= SETTLE_AFTER else None
+
+    def settle(self, consumer: str) -> None:
+        """Read what an uncertain consumer holds, then release it."""
+        name, url = self._server()
+        operation = self.history.invoke("settle_read", name, consumer)
+        answer = request(url, "GET", f"/allocations/{consumer}")
+        self.history.complete(operation, answer)
+        if answer.outcome != "ok":
+            self.uncertain[consumer] = time.monotonic()  # try again later
+            return
+        self._write("release", consumer, {}, "DELETE", f"/allocations/{consumer}", None)
 
     def claim(self) -> None:
         consumer = str(uuid.uuid4())
