@@ -178,6 +178,24 @@ def test_old_change_rows_are_trimmed(client, database):
     assert after == before - 1
 
 
+def test_a_failed_trim_is_logged_and_the_answer_stands(client, database, monkeypatch, caplog):
+    """The trim runs after a request's answer is made (a write, which a Galera
+    node cut off from the cluster fails at COMMIT): it never becomes the error."""
+    _cloud(client, 1)
+    model = ReadModel(database.db, retention=60, trim_interval=0)
+
+    def cut_off(conn: sa.Connection) -> int:
+        raise sa.exc.OperationalError("DELETE FROM allotment_changes", {}, Exception(
+            1180, 'Got error 6 "No such device or address" during COMMIT'))
+
+    monkeypatch.setattr(model.feed, "trim", cut_off)
+    with caplog.at_level(logging.WARNING, logger="allotment.candidates.model"):
+        answer = _answer(database, model, "resources=VCPU:1")
+    assert len(answer["allocation_requests"]) == 1
+    assert "Change log not trimmed" in caplog.text
+    assert "during COMMIT" in caplog.text
+
+
 def test_the_reference_path_is_selectable(database):
     conf = make_conf(database.url, allotment__candidates_source="database")
     client = PlacementClient(make_app(conf, db=database.db, prepare=False))

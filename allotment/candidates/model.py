@@ -38,10 +38,13 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import sqlalchemy as sa
+from sqlalchemy.exc import DBAPIError
 
 from allotment.candidates.feed import Changes, Feed, Kind, Position, Rebuild
 from allotment.db import tables as t
+from allotment.db.availability import DatabaseUnavailable
 from allotment.db.engine import Database
+from allotment.db.errors import one_line
 from allotment.ledger import capacity
 from allotment.ledger.capacity import InventoryWithUsage
 
@@ -444,10 +447,26 @@ class ReadModel:
             hold.release()
         if time.monotonic() - self._trimmed_at >= self.trim_interval:
             self._trimmed_at = time.monotonic()
+            self._trim()
+
+    def _trim(self) -> None:
+        """Delete the change log's old rows, on the thread of a request whose
+        answer is already made.
+
+        So a failure here is logged, never that answer's error: the DELETE is
+        a write, and on Galera a node cut off from the cluster fails its commit
+        (sometimes with words the classifier does not know), or another
+        server's trim wins the rows. The next interval tries again.
+        """
+        try:
             with self.db.write() as conn:
                 trimmed = self.feed.trim(conn)
-            LOG.debug("Change log: %d rows older than %.0f s trimmed", trimmed,
-                      self.feed.retention)
+        except (DBAPIError, DatabaseUnavailable) as exc:
+            LOG.warning("Change log not trimmed (tried again in %.0f s): %s",
+                        self.trim_interval, one_line(exc))
+            return
+        LOG.debug("Change log: %d rows older than %.0f s trimmed", trimmed,
+                  self.feed.retention)
 
     def _let_go(self) -> None:
         """End a hold: start a due check, then unlock the state."""

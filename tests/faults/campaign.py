@@ -77,8 +77,11 @@ def _campaign(cloud: clouds.Cloud, packets: PacketFilter, minutes: float, seed: 
     clouds.wait_healed(cloud)
     say(f"{len(history.operations)} operations, {len(nemesis.faults)} faults; checking")
     result = check(history, nodes, urls, providers.every, snapshots.taken)
-    return _report(history, nemesis, result, cloud.kind, seed, minutes,
-                   time.monotonic() - began, len(snapshots.taken), snapshots.unreadable)
+    report = _report(history, nemesis, result, cloud.kind, seed, minutes,
+                     time.monotonic() - began, len(snapshots.taken), snapshots.unreadable)
+    # A 500's cause is in the server's log, not in its answer: bring it here.
+    report["examples"]["server_errors"] = clouds.server_errors(cloud)
+    return report
 
 
 def _report(history: History, nemesis: Nemesis, result: Any, kind: str, seed: int,

@@ -84,6 +84,25 @@ class Cloud:
         self.cluster.remove()
 
 
+# How allotment logs a request it answered 500 for (``http.errors``); oslo.log
+# ends that line with the exception's type and first line (the driver's words).
+_UNCAUGHT = "Uncaught exception serving "
+
+
+def server_errors(cloud: Cloud, limit: int = 10) -> list[str]:
+    """The requests each server answered 500, with the exception it logged,
+    so that a report names the cause (the answer itself does not)."""
+    found: list[str] = []
+    for server in cloud.servers:
+        path = Path(server.running.log_path)
+        if not path.exists():
+            continue
+        with open(path, errors="replace") as log:
+            found.extend(f"{server.name}: {line.split(_UNCAUGHT, 1)[1].strip()[:300]}"
+                         for line in log if _UNCAUGHT in line)
+    return found[:limit]
+
+
 def missing() -> str | None:
     from tests.faults.netfilter import PacketFilter
     return GaleraCluster.missing() or PacketFilter.missing()

@@ -66,3 +66,25 @@ def test_acknowledged_states_must_appear_in_order_in_the_history() -> None:
     assert _in_order(_runs([{}, B, {}]), recorded)  # an unrecorded read is no gap
     assert not _in_order(_runs([{}, B, A]), recorded)  # out of order
     assert not _in_order(_runs([{}, {"rp-c": 1}]), recorded)  # never recorded
+
+
+def test_a_500_is_reported_with_the_exception_the_server_logged(tmp_path) -> None:
+    from types import SimpleNamespace
+
+    from tests.faults import cloud as clouds
+
+    log = tmp_path / "server.log"
+    log.write_text(
+        "2026-12-05 14:13:13.017 13257 INFO allotment.http.requestlog [None req-1] "
+        '127.0.0.1 "GET /allocation_candidates" status: 200\n'
+        "2026-12-05 14:13:14.054 13257 ERROR allotment.http.errors [None req-2 admin] "
+        "Uncaught exception serving GET /allocation_candidates: "
+        "sqlalchemy.exc.OperationalError: (pymysql.err.OperationalError) (1047, 'WSREP')\n"
+        "[SQL: SELECT 1]\n"
+        "2026-12-05 14:13:14.054 13257 ERROR allotment.http.errors Traceback (most recent...\n")
+    server = SimpleNamespace(name="allotment2", running=SimpleNamespace(log_path=log))
+    cloud = SimpleNamespace(servers=[server, SimpleNamespace(
+        name="allotment3", running=SimpleNamespace(log_path=tmp_path / "absent.log"))])
+    assert clouds.server_errors(cloud) == [  # type: ignore[arg-type]
+        "allotment2: GET /allocation_candidates: sqlalchemy.exc.OperationalError: "
+        "(pymysql.err.OperationalError) (1047, 'WSREP')"]
