@@ -26,6 +26,7 @@ extensions = [
     "myst_parser",
     "oslo_config.sphinxext",
     "allotment_policy",
+    "allotment_cli",
 
 ]
 
