@@ -27,6 +27,7 @@ extensions = [
     "oslo_config.sphinxext",
     "allotment_policy",
     "allotment_cli",
+    "allotment_openapi",
 
 ]
 
