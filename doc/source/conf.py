@@ -28,6 +28,7 @@ extensions = [
     "allotment_policy",
     "allotment_cli",
     "allotment_openapi",
+    "allotment_releasenotes",
 
 ]
 
