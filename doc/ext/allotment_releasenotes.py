@@ -1,8 +1,8 @@
 """``{allotment-release-notes}``: the notes in ``releasenotes/notes/*.yaml``.
 
-reno's own Sphinx directive reads the notes through git history and needs a
-tag or a branch to group them by release; until the first release is tagged,
-every note is unreleased. This reads the YAML files directly, lists them under
+reno's own Sphinx directive and ``reno report`` read the notes through git
+history and group them by tag: with no tag yet, ``reno report`` files every
+note under a release "0.0.0" that never was. This reads the YAML files directly, lists them under
 the next release in reno's sections and order (``reno.config``), and renders
 each note's text as reStructuredText, as reno does.
 """
