@@ -25,9 +25,10 @@ lint: install
 	$(VENV)/bin/mypy
 
 # The documentation site into doc/build/html: warnings are errors, every reference
-# must resolve (-n), then every internal link and anchor of the HTML too.
+# must resolve (-n), then every internal link and anchor of the HTML too. -E reads
+# every page afresh: the reference pages are generated from the code.
 docs: install
-	$(VENV)/bin/sphinx-build -W -n --keep-going -b html doc/source doc/build/html
+	$(VENV)/bin/sphinx-build -E -W -n --keep-going -b html doc/source doc/build/html
 	$(VENV)/bin/python doc/check_links.py doc/build/html
 
 test: install lint docs

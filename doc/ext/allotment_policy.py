@@ -60,6 +60,12 @@ def who(enforcer: policy.Policy, rule: str) -> str:
     return words
 
 
+def allows(new: policy.Policy, legacy: policy.Policy, rule: str) -> str:
+    """Who the new defaults let through, and the legacy defaults if they differ."""
+    words, legacy_words = who(new, rule), who(legacy, rule)
+    return words if legacy_words == words else f"{words} (legacy: {legacy_words})"
+
+
 class PolicyRules(GeneratedMarkdown):
     """The table of API rules, then the base rules they are built from."""
 
@@ -69,13 +75,13 @@ class PolicyRules(GeneratedMarkdown):
         api_rows = []
         for rule in policy.API_RULES:
             routes = ", ".join(code(f"{method} {path}") for method, path in rule.operations)
-            api_rows.append([
-                code(rule.name), code(rule.check_str), routes, cell(who(new, rule.name)),
-                cell(who(legacy, rule.name)),
-                code(rule.upstream) if rule.upstream else "upstream's",
-            ])
+            name = code(rule.name)
+            if rule.upstream:
+                name += f" (bounded by {code(rule.upstream)})"
+            api_rows.append([name, code(rule.check_str), routes,
+                             cell(allows(new, legacy, rule.name))])
         base_rows = [[code(name), code(rule.check_str), cell(rule.description),
-                      cell(who(new, name)), cell(who(legacy, name))]
+                      cell(allows(new, legacy, name))]
                      for name, rule in defaults.items()
                      if name in {base.name for base in policy.BASE_RULES}]
         scopes = sorted({scope for rule in defaults.values()
@@ -86,20 +92,19 @@ class PolicyRules(GeneratedMarkdown):
             "file, which of these callers the rule lets through for a resource of "
             "project P: an admin and a service user (tokens scoped to another project), "
             "members and readers of another project, and a reader of P itself. "
-            "*New defaults* is `[oslo_policy] enforce_new_defaults = True` (secure RBAC, "
-            "oslo.policy's default); *legacy* is `False`, where oslo.policy also accepts "
-            "each rule's deprecated default (`role:admin`). Rules are scoped to "
-            f"{', '.join(code(s) for s in scopes)}: a system-scoped token is refused "
-            "unless the row says otherwise. *Bounded by* names, for allotment's own "
-            "rules, the upstream rule guarding the same data, which the default never "
-            "allows more than.",
-            table(["Rule", "Default check string", "Guards", "New defaults allow",
-                   "Legacy defaults allow", "Bounded by"], api_rows),
+            "That is with `[oslo_policy] enforce_new_defaults = True` (secure RBAC, "
+            "oslo.policy's default); *legacy* says who else passes with `False`, where "
+            "oslo.policy also accepts each rule's deprecated default (`role:admin`). "
+            f"Rules are scoped to {', '.join(code(s) for s in scopes)}: a system-scoped "
+            "token is refused unless the row says otherwise. *Bounded by* names, for "
+            "allotment's own rules, the upstream rule guarding the same data, which the "
+            "default never allows more than.",
+            table(["Rule", "Default check string", "Guards", "Default allows"], api_rows),
             "## Base rules",
             "The rules the API rules' defaults are written in (`rule:...`); overriding "
             "one changes every API rule that uses it.",
-            table(["Rule", "Default check string", "Description", "New defaults allow",
-                   "Legacy defaults allow"], base_rows),
+            table(["Rule", "Default check string", "Description", "Default allows"],
+                  base_rows),
         ])
 
 

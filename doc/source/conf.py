@@ -45,4 +45,5 @@ nitpicky = True
 
 html_theme = "furo"
 html_title = f"allotment {release}"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["tables.css"]
