@@ -218,6 +218,18 @@ def list_opts() -> list[tuple[str, Sequence[cfg.Opt]]]:
     ]
 
 
+def set_library_defaults() -> None:
+    """The libraries' options allotment gives another default, for the sample and the
+    docs (oslo-config-generator's ``oslo.config.opts.defaults`` hook, which changes
+    the options' defaults in its own process). The service sets the same defaults
+    on its own ConfigOpts (``allotment.health.register_opts``)."""
+    from oslo_middleware.healthcheck import opts
+
+    from allotment import health
+
+    cfg.set_defaults(opts.HEALTHCHECK_OPTS, backends=health.DEFAULT_BACKENDS)
+
+
 def default_config_files() -> list[str]:
     """Where upstream looks for placement.conf when none is named."""
     candidates = []
