@@ -11,10 +11,10 @@ $(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 # as your package": InformationOnly, not a deprecation; every editable install of a
 # layout without src/ prints it. Builds of the sdist and the wheel print nothing
 # (tests/live/test_packaging.py).
-	$(VENV)/bin/pip install -q -c $(CONSTRAINTS) -e '.[test]'
+	$(VENV)/bin/pip install -q -c $(CONSTRAINTS) -e '.[test,docs]'
 	touch $@
 
-.PHONY: install serve test lint constraints
+.PHONY: install serve test lint docs constraints
 install: $(VENV)/.installed
 
 serve: install
@@ -24,7 +24,14 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-test: install lint
+# The documentation site into doc/build/html: warnings are errors, every reference
+# must resolve (-n), then every internal link and anchor of the HTML too. -E reads
+# every page afresh: the reference pages are generated from the code.
+docs: install
+	$(VENV)/bin/sphinx-build -E -W -n --keep-going -b html doc/source doc/build/html
+	$(VENV)/bin/python doc/check_links.py doc/build/html
+
+test: install lint docs
 	$(VENV)/bin/pytest --cov --cov-report=term
 
 # The newest versions pyproject.toml's ranges allow, resolved in a fresh venv, frozen
@@ -33,9 +40,10 @@ constraints:
 	set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	$(PYTHON) -m venv "$$tmp/venv"; \
 	"$$tmp/venv/bin/pip" install -q --upgrade pip; \
-	"$$tmp/venv/bin/pip" install -q -e '.[test]'; \
-	{ echo "# The exact set known to work, runtime and test: what 'make install' and CI install"; \
-	  echo "# (pip install -c constraints.txt -e '.[test]'). Regenerate with 'make constraints'."; \
+	"$$tmp/venv/bin/pip" install -q -e '.[test,docs]'; \
+	{ echo "# The exact set known to work, runtime, test and docs: what 'make install' and CI"; \
+	  echo "# install (pip install -c constraints.txt -e '.[test,docs]'). Regenerate with"; \
+	  echo "# 'make constraints'."; \
 	  echo "# pyproject.toml holds the ranges allotment accepts."; \
 	  "$$tmp/venv/bin/pip" freeze --exclude-editable; } > "$$tmp/constraints.txt"; \
 	mv "$$tmp/constraints.txt" $(CONSTRAINTS)

@@ -12,6 +12,7 @@ cannot be reached or is another application's, an SQL error (exit 1).
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import ipaddress
 import logging
 import os
@@ -206,6 +207,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="allotment",
                                      description="OpenStack Placement API service")
+    parser.add_argument("--version", action="version",
+                        version=f"%(prog)s {importlib.metadata.version('allotment')}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config-file", action="append", default=[],
                         help="placement.conf to read (repeatable)")

@@ -9,6 +9,7 @@ unchanged. Options owned by libraries ([oslo_policy], [cors],
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 from oslo_config import cfg
 
@@ -197,6 +198,36 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(PLACEMENT_OPTS, group="placement")
     conf.register_opts(DATABASE_OPTS, group="placement_database")
     conf.register_opts(WORKAROUNDS_OPTS, group="workarounds")
+
+
+def list_opts() -> list[tuple[str, Sequence[cfg.Opt]]]:
+    """Our options by group, for oslo-config-generator and the docs (``placement.conf``).
+
+    Upstream Placement's groups first, in the order of its sample file, then
+    ``[allotment]``. The libraries' options (oslo.log's in ``[DEFAULT]``,
+    ``[keystone_authtoken]``, ``[oslo_policy]``, ``[cors]``, ``[healthcheck]``) come
+    from their own namespaces (``etc/allotment/config-generator.conf``).
+    """
+    return [
+        ("DEFAULT", DEFAULT_OPTS),
+        ("api", API_OPTS),
+        ("placement", PLACEMENT_OPTS),
+        ("placement_database", DATABASE_OPTS),
+        ("workarounds", WORKAROUNDS_OPTS),
+        ("allotment", ALLOTMENT_OPTS),
+    ]
+
+
+def set_library_defaults() -> None:
+    """The libraries' options allotment gives another default, for the sample and the
+    docs (oslo-config-generator's ``oslo.config.opts.defaults`` hook, which changes
+    the options' defaults in its own process). The service sets the same defaults
+    on its own ConfigOpts (``allotment.health.register_opts``)."""
+    from oslo_middleware.healthcheck import opts
+
+    from allotment import health
+
+    cfg.set_defaults(opts.HEALTHCHECK_OPTS, backends=health.DEFAULT_BACKENDS)
 
 
 def default_config_files() -> list[str]:

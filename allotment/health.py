@@ -40,9 +40,13 @@ PROBE_TIMEOUT = 2
 WSGIApp = Callable[[dict, Callable], Iterable[bytes]]
 
 
+# [healthcheck] backends unless placement.conf names others (oslo.middleware's: none).
+DEFAULT_BACKENDS = ["database"]
+
+
 def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(opts.HEALTHCHECK_OPTS, group="healthcheck")
-    conf.set_default("backends", ["database"], group="healthcheck")
+    conf.set_default("backends", DEFAULT_BACKENDS, group="healthcheck")
 
 
 class HealthcheckMiddleware:
