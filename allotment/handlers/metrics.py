@@ -39,7 +39,7 @@ class Metrics(Resource):
                     f"with `{_OPTION} = True` and `metrics_listen` unset: otherwise it "
                     "answers 404 as an unknown path does (a `metrics_listen` listener "
                     f"serves them without a token). Policy rule `{policy.METRICS}` "
-                    "(default: admin; docs/access.md).")}
+                    "(default: admin; doc/source/operating/access.md).")}
 
     def on_get(self, req: Request, resp: falcon.Response) -> None:
         scrape = req.env.get(SCRAPE_ENVIRON)
