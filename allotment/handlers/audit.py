@@ -70,7 +70,8 @@ class AuditAllocations(Resource):
             "Audit: what looks wrong in allocations and inventories now, each finding "
             "with its evidence and history (allotment's own)", (ok(200, r.AUDIT),),
             rule=policy.AUDIT_ALLOCATIONS, query=lambda v: schema.QUERY,
-            description="allotment's own, not Placement's (doc/source/operating/history.md, \"Audit\"), "
+            description="allotment's own, not Placement's "
+                        "(doc/source/operating/history.md, \"Audit\"), "
                         "at every microversion. Finding kinds: over_capacity, "
                         "empty_consumer, old_migration, allocation_without_inventory, "
                         "incomplete_consumer. `counts` are complete; `findings` hold at "

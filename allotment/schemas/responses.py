@@ -209,7 +209,8 @@ EXPLAIN_CANDIDATES = {
     "required": [*ALLOCATION_CANDIDATES.get("required", []), "explanation"],
 }
 
-# GET /headroom: how many more consumers of a candidates request fit (doc/source/operating/headroom.md).
+# GET /headroom: how many more consumers of a candidates request fit
+# (doc/source/operating/headroom.md).
 _COUNTED: Schema = {"type": "integer", "minimum": 0}
 HEADROOM = obj({
     "total": {**_COUNTED, "description": "Consumers that fit in all, added hosts included."},
