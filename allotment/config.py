@@ -140,7 +140,7 @@ ALLOTMENT_OPTS = [
                help="Days the history of allocation and inventory changes is kept "
                     "(GET /history/...; the database records every writer's changes). "
                     "Older entries are deleted in the background by each worker, about "
-                    "once an hour; README.md estimates the size."),
+                    "once an hour; doc/source/operating/index.md estimates the size."),
     cfg.IntOpt("read_model_check_interval", default=600, min=0,
                help="Seconds between comparisons of a worker's read model with a full "
                     "load from the tables (any difference is logged as drift and the "
