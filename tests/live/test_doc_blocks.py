@@ -72,6 +72,8 @@ class Site:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
         # `allotment serve` with no options keeps its data in the user's data directory.
         self.env.update(HOME=str(tmp), XDG_DATA_HOME=str(tmp / "data"))
+        # The commands as installed: allotment, placement-manage, placement-status.
+        self.env["PATH"] = f"{BIN}{os.pathsep}{self.env.get('PATH', '')}"
         self.servers: list[subprocess.Popen[bytes]] = []
 
     def rewrite(self, command: str) -> str:
@@ -146,7 +148,7 @@ MARKED = [(page, name, commands) for page in PAGES for name, commands in blocks(
 
 def test_marked_blocks_exist() -> None:
     assert {name for _, name, _ in MARKED} >= {"run-for-real", "make-serve", "first-calls",
-                                              "sqlite-file"}
+                                              "sqlite-file", "upstream-commands"}
 
 
 @pytest.mark.parametrize("page", sorted({page for page, _, _ in MARKED}))
