@@ -17,8 +17,11 @@ $(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 .PHONY: install serve test lint docs constraints
 install: $(VENV)/.installed
 
+# Where `make serve` listens (the manual's doc tests serve on a private address).
+SERVE_HOST ?= 127.0.0.1
+SERVE_PORT ?= 8778
 serve: install
-	$(VENV)/bin/allotment serve
+	$(VENV)/bin/allotment serve --host $(SERVE_HOST) --port $(SERVE_PORT)
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -141,7 +141,7 @@ ALLOTMENT_OPTS = [
                help="Days the history of allocation and inventory changes is kept "
                     "(GET /history/...; the database records every writer's changes). "
                     "Older entries are deleted in the background by each worker, about "
-                    "once an hour; README.md estimates the size."),
+                    "once an hour; doc/source/operating/index.md estimates the size."),
     cfg.IntOpt("read_model_check_interval", default=600, min=0,
                help="Seconds between comparisons of a worker's read model with a full "
                     "load from the tables (any difference is logged as drift and the "
@@ -170,13 +170,13 @@ ALLOTMENT_OPTS = [
                          "microversion; an entry that is not of this form, a name given "
                          "twice or a query that GET /allocation_candidates refuses with 400 "
                          "stops the service at start. Counted by each worker on its read "
-                         "model at most once a minute. See docs/headroom.md."),
+                         "model at most once a minute. See doc/source/operating/headroom.md."),
     cfg.BoolOpt("dashboard", default=False,
                 help="Serve a read-only capacity dashboard at /dashboard. The page "
                      "itself holds no data; every data request it makes carries the "
                      "user's token and is checked by the allotment:dashboard:* "
                      "policy rules, whose defaults are the upstream rules for the same "
-                     "data (docs/access.md)."),
+                     "data (doc/source/operating/access.md)."),
     # The audit (GET /audit/allocations, ``allotment audit``, allotment_audit_findings).
     cfg.IntOpt("audit_migration_age", default=86400, min=0,
                help="Seconds a migration's consumer (consumer type MIGRATION, or one "

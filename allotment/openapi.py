@@ -260,7 +260,7 @@ def document(routes: Iterable[tuple[str, type[Described]]]) -> Schema:
             "description": "Generated from allotment's route table, microversion facts and "
                            "JSON Schemas. `x-microversions` gives the range of microversions "
                            "an operation, parameter, body variant, response or field belongs "
-                           "to; see docs/openapi.md.",
+                           "to; see doc/source/operating/openapi.md.",
         },
         "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
         "components": {

@@ -26,7 +26,7 @@ of route -> upstream rule that the docs and the Keystone tests read):
   the upstream rule follows it: an operator who widens or narrows
   ``placement:resource_providers:list`` changes the dashboard with it, and
   one who wants a read-only operations role writes the dashboard rule alone
-  (docs/access.md);
+  (doc/source/operating/access.md);
 - the history of allocations and inventories (who wrote what, with request
   ids, across every project): ``allotment:history:allocations`` and
   ``allotment:history:inventories``; the audit, ``allotment:audit:allocations``

@@ -324,7 +324,7 @@ def test_summaries_below_1_29_are_of_the_providers_in_the_answer(client):
     """The reference: before 1.29 provider_summaries is keyed by the providers in
     allocation_requests. Upstream also summarises the rest of the kept
     candidate's tree when ``limit`` cuts the answer (here the child); allotment
-    follows the reference (docs/differences-from-upstream.md)."""
+    follows the reference (doc/source/differences.md)."""
     cloud = Cloud(client)
     root = cloud.provider("root", VCPU=24)
     child = cloud.provider("child", parent="root", VCPU=7)

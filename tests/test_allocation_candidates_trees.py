@@ -313,7 +313,7 @@ def test_single_provider_answers_limit_and_random(client, client_with):
 
 def test_wide_tree_option_never_offers_more_than_is_free(client, database):
     """With ``[workarounds] optimize_for_wide_provider_trees`` upstream also offers
-    pf2's two VFs of which one is used (docs/differences-from-upstream.md)."""
+    pf2's two VFs of which one is used (doc/source/differences.md)."""
     cloud = Cloud(client)
     cloud.provider("root", VCPU=8)
     cloud.provider("pf1", parent="root", CUSTOM_MY_VF=1)

@@ -196,7 +196,8 @@ def test_empty_consumer(client, database):
     # The API shows the consumer as holding nothing; deleting its allocations is a 404.
     assert client.get(f"/allocations/{vm}", version=LATEST).json()["allocations"] == {}
     assert client.delete(f"/allocations/{vm}", version=LATEST).status == 404
-    # What removes it (docs/history.md): empty allocations at the evidence's generation.
+    # What removes it (doc/source/operating/history.md):
+    # empty allocations at the evidence's generation.
     resp = client.put(f"/allocations/{vm}", {
         "allocations": {}, "consumer_generation": evidence["generation"],
         "project_id": "p1", "user_id": "u1", "consumer_type": "INSTANCE"}, version=LATEST)

@@ -425,7 +425,7 @@ def test_a_path_that_is_no_utf8_is_refused_on_the_dashboard(database, path) -> N
 
 def test_a_repeated_key_takes_its_last_value_on_allotments_routes(client) -> None:
     """As upstream's routes read a key that is not repeatable (WebOb's ``GET[key]``,
-    and ``dict(GET)`` for the schema): docs/history.md says so for allotment's."""
+    and ``dict(GET)`` for the schema): doc/source/operating/history.md says so for allotment's."""
     rp = _provider_with_vcpu(client)
     for total in (9, 10, 11):
         resp = client.put(f"/resource_providers/{rp}/inventories/VCPU",

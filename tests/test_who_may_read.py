@@ -212,7 +212,7 @@ def test_widening_the_upstream_rule_widens_the_dashboard(database, tmp_path):
     assert reader.get("/dashboard/api/consumers/" + cloud["vm_b"]).status == 403
 
 
-# The worked example of docs/access.md, as an operator writes it.
+# The worked example of doc/source/operating/access.md, as an operator writes it.
 OPERATIONS_READER_POLICY = """\
 "ops_reader": "role:ops_reader"
 "allotment:dashboard:providers": "rule:placement:resource_providers:list or rule:ops_reader"
@@ -244,7 +244,7 @@ def test_an_operations_read_role_in_policy_yaml(database, tmp_path):
 def test_the_docs_name_every_rule_and_carry_the_worked_example():
     from pathlib import Path
 
-    text = (Path(__file__).parent.parent / "docs" / "access.md").read_text()
+    text = (Path(__file__).parent.parent / "doc" / "source" / "operating" / "access.md").read_text()
     assert OPERATIONS_READER_POLICY in text
     for rule in API_RULES:
         if rule.upstream is not None:

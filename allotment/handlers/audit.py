@@ -6,7 +6,7 @@ by default). Query string: ``limit`` (findings of each kind at most, 1 to
 1000, default 100) and ``kind`` (one or more kind names, comma-separated or
 repeated). The findings and their rules are ``allotment.ledger.audit``'s;
 the body is ``allotment.http.history_render.render_report``'s. It reads in
-one snapshot and changes nothing (docs/history.md, "Audit"), holding one of
+one snapshot and changes nothing (doc/source/operating/history.md, "Audit"), holding one of
 the worker's large-search slots, within ``candidates_time_limit``.
 """
 
@@ -70,7 +70,8 @@ class AuditAllocations(Resource):
             "Audit: what looks wrong in allocations and inventories now, each finding "
             "with its evidence and history (allotment's own)", (ok(200, r.AUDIT),),
             rule=policy.AUDIT_ALLOCATIONS, query=lambda v: schema.QUERY,
-            description="allotment's own, not Placement's (docs/history.md, \"Audit\"), "
+            description="allotment's own, not Placement's "
+                        "(doc/source/operating/history.md, \"Audit\"), "
                         "at every microversion. Finding kinds: over_capacity, "
                         "empty_consumer, old_migration, allocation_without_inventory, "
                         "incomplete_consumer. `counts` are complete; `findings` hold at "

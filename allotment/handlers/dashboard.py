@@ -53,10 +53,11 @@ def _operation(summary: str, schema: Schema, rule: str, query_string: Schema | N
         (ok(200, schema),), rule=rule,
         query=None if query_string is None else (lambda v: query_string),
         path_params=path_params or {}, requires_option=_OPTION,
-        description=f"allotment's own, not Placement's (docs/dashboard.md). The route is "
+        description=f"allotment's own, not Placement's "
+                    f"(doc/source/operating/dashboard.md). The route is "
                     f"there only with `{_OPTION} = True`: otherwise it answers 404 as "
                     f"an unknown path does. Policy rule `{rule}` (default: the upstream "
-                    "rule guarding the same data; docs/access.md).")
+                    "rule guarding the same data; doc/source/operating/access.md).")
 
 
 def _number(q: Query, name: str, default: int, most: int) -> int:

@@ -4,7 +4,7 @@ Not an upstream path. It takes exactly the query string of
 GET /allocation_candidates at the same microversions (1.10 and later, the
 same policy rule, the same 400s) plus ``explain_limit``, and answers the
 same body with an ``explanation`` key (``allotment.candidates.explain``;
-the contract is in docs/explain.md).
+the contract is in doc/source/operating/explain.md).
 """
 
 from __future__ import annotations

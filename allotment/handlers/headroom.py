@@ -4,7 +4,7 @@ Not an upstream path. It takes exactly the query string of
 GET /allocation_candidates at the same microversions (1.10 and later, the
 same policy rule, the same 400s: ``parse_request``) plus two what-if
 parameters, ``exclude_roots`` and ``add``, and answers with counts
-(``allotment.candidates.headroom``; the contract is in docs/headroom.md).
+(``allotment.candidates.headroom``; the contract is in doc/source/operating/headroom.md).
 ``limit`` lists that many roots (the total counts them all).
 
 ``add`` takes ``<count>x<inventories>``, the inventories as

@@ -84,7 +84,8 @@ def _uuid(q: Query, name: str) -> str | None:
 
 
 def _description(rule: str) -> str:
-    return (f"allotment's own, not Placement's (docs/history.md): entries the database "
+    return ("allotment's own, not Placement's "
+            f"(doc/source/operating/history.md): entries the database "
             f"records for every writer, newest first, paged by `limit` and `marker`. "
             f"Policy rule `{rule}` (default: admin).")
 

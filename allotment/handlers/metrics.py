@@ -35,11 +35,12 @@ class Metrics(Resource):
         (ok(200, None, "The metrics in Prometheus' text format (text/plain; "
                        "version=0.0.4)"),),
         rule=policy.METRICS, requires_option=_OPTION, accept=None,
-        description=f"allotment's own, not Placement's (README, Monitoring). There only "
+        description=f"allotment's own, not Placement's "
+                    f"(doc/source/operating/metrics.md). There only "
                     f"with `{_OPTION} = True` and `metrics_listen` unset: otherwise it "
                     "answers 404 as an unknown path does (a `metrics_listen` listener "
                     f"serves them without a token). Policy rule `{policy.METRICS}` "
-                    "(default: admin; docs/access.md).")}
+                    "(default: admin; doc/source/operating/access.md).")}
 
     def on_get(self, req: Request, resp: falcon.Response) -> None:
         scrape = req.env.get(SCRAPE_ENVIRON)

@@ -186,7 +186,7 @@ ALLOCATION_CANDIDATES = obj({
 })
 
 # GET /explain/allocation_candidates: the candidates and why trees were left out
-# (docs/explain.md; open objects: reasons carry the numbers that apply).
+# (doc/source/operating/explain.md; open objects: reasons carry the numbers that apply).
 _REASON = obj({"group": STRING, "filter": STRING, "detail": STRING},
               {"provider_uuid": {"type": ["string", "null"]},
                "resource_class": {"type": ["string", "null"]}},
@@ -209,7 +209,8 @@ EXPLAIN_CANDIDATES = {
     "required": [*ALLOCATION_CANDIDATES.get("required", []), "explanation"],
 }
 
-# GET /headroom: how many more consumers of a candidates request fit (docs/headroom.md).
+# GET /headroom: how many more consumers of a candidates request fit
+# (doc/source/operating/headroom.md).
 _COUNTED: Schema = {"type": "integer", "minimum": 0}
 HEADROOM = obj({
     "total": {**_COUNTED, "description": "Consumers that fit in all, added hosts included."},
@@ -232,7 +233,7 @@ HEADROOM = obj({
 OPENAPI: Schema = {"type": "object", "required": ["openapi", "info", "paths"]}
 
 # --- allotment's own: the dashboard's data (GET /dashboard/api/...) ---------------
-# Only with ``[allotment] dashboard = True`` (docs/dashboard.md); not Placement's.
+# Only with ``[allotment] dashboard = True`` (doc/source/operating/dashboard.md); not Placement's.
 # Built in ``allotment.ledger.overview``; no microversion changes them.
 
 _COUNT: Schema = {"type": "integer", "minimum": 0}

@@ -27,7 +27,7 @@ SEED = 20260101
 
 # Root-cause key (as printed in the report after "== N x ") -> one-line reason.
 # Only known, documented differences belong here.
-# Each is a row of docs/differences-from-upstream.md.
+# Each is a row of doc/source/differences.md.
 KNOWN_DIFFERENCES: dict[str, str] = {
     "POST /resource_providers 500/400 body.errors[*].detail~\"Invalid Parameter: Encoding "
     "directive wasn't pro\",body.errors[*].status,body.errors[*].title,"

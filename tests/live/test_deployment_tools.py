@@ -67,6 +67,18 @@ MODULE_PATH = "placement.wsgi.api:application"
 HEAD = migrate.head()
 # What an unauthenticated client gets at the root of any mount point.
 ROOT_LINKS = [{"rel": "self", "href": ""}]
+# The tools' files as the deployment pages show them (literalinclude).
+SNIPPETS = Path(__file__).parents[2] / "doc" / "source" / "deploy" / "snippets"
+
+
+def _snippet(name: str, *changes: tuple[str, str]) -> str:
+    """The page's snippet ``name`` with each (old, new) change made; each old text
+    must be there, so that the page and the test cannot drift apart."""
+    text = (SNIPPETS / name).read_text()
+    for old, new in changes:
+        assert old in text, f"{name} no longer holds {old!r}"
+        text = text.replace(old, new)
+    return text
 
 
 def _require(missing: str | None) -> None:
@@ -509,34 +521,12 @@ def test_kolla_ansible_apache_mod_wsgi(deployment: _Deployment) -> None:
     venv), and wsgi_directory is this venv's bin/ instead of /var/lib/kolla/venv/bin."""
     _require(_apache_missing())
     port, log_dir = free_port(), deployment.dir / "logs"
-    body = f"""
-Listen 127.0.0.1:{port}
-
-ServerSignature Off
-ServerTokens Prod
-TraceEnable off
-TimeOut 60
-KeepAliveTimeout 60
-
-<VirtualHost *:{port}>
-    WSGIDaemonProcess placement-api processes=2 threads=1{_wsgi_user(deployment)} display-name=placement-api python-path={SITE_PACKAGES}
-    WSGIProcessGroup placement-api
-    WSGIScriptAlias / {BIN}/placement-api
-    WSGIApplicationGroup %{{GLOBAL}}
-    WSGIPassAuthorization On
-    <IfVersion >= 2.4>
-      ErrorLogFormat "%{{cu}}t %M"
-    </IfVersion>
-    ErrorLog "{log_dir}/placement-api-error.log"
-    LogFormat "%{{X-Forwarded-For}}i %l %u %t \\"%r\\" %>s %b %D \\"%{{Referer}}i\\" \\"%{{User-Agent}}i\\"" logformat
-    CustomLog "{log_dir}/placement-api-access.log" logformat
-    <Directory {BIN}>
-        <Files placement-api>
-            Require all granted
-        </Files>
-    </Directory>
-</VirtualHost>
-"""  # noqa: E501 - kolla's lines, as long as they are
+    body = _snippet(
+        "kolla-placement-api-wsgi.conf",
+        ("192.0.2.10:8780", f"127.0.0.1:{port}"), ("*:8780", f"*:{port}"),
+        (" user=placement group=placement", _wsgi_user(deployment)),
+        ("display-name=placement-api", f"display-name=placement-api python-path={SITE_PACKAGES}"),
+        ("/var/lib/kolla/venv/bin", str(BIN)), ("/var/log/kolla/placement", str(log_dir)))
     base = f"http://127.0.0.1:{port}"
     deployment.start_apache(body, base + "/")
     _exercise(base, mod_wsgi=True)
@@ -583,26 +573,9 @@ def test_openstack_helm_uwsgi(deployment: _Deployment) -> None:
     without one, uwsgi ignores it.)"""
     _require(_uwsgi_missing())
     port, stats = free_port(), free_port()
-    ini = _uwsgi_ini(deployment, "placement-api-uwsgi", f"""[uwsgi]
-add-header = Connection: close
-buffer-size = 65535
-die-on-term = true
-enable-threads = true
-exit-on-reload = false
-hook-master-start = unix_signal:15 gracefully_kill_them_all
-http-socket = 127.0.0.1:{port}
-lazy-apps = true
-log-x-forwarded-for = true
-master = true
-module = {MODULE_PATH}
-procname-prefix-spaced = placement-api:
-processes = 1
-route-user-agent = ^kube-probe.* donotlog:
-stats = 127.0.0.1:{stats}
-stats-http = true
-thunder-lock = true
-worker-reload-mercy = 80
-""")
+    ini = _uwsgi_ini(deployment, "placement-api-uwsgi", _snippet(
+        "openstack-helm-uwsgi.ini", ("0.0.0.0:8778", f"127.0.0.1:{port}"),
+        ("0.0.0.0:1717", f"127.0.0.1:{stats}")))
     base = f"http://127.0.0.1:{port}"
     deployment.start("uwsgi", [str(BIN / "uwsgi"), "--ini", str(ini)], base + "/")
     _exercise(base)
@@ -618,37 +591,11 @@ def test_openstack_ansible_uwsgi(deployment: _Deployment) -> None:
     OS_PLACEMENT_CONFIG_DIR."""
     _require(_uwsgi_missing())
     port = free_port()
-    ini = _uwsgi_ini(deployment, "placement-api", f"""[uwsgi]
-virtualenv = {VENV}
-wsgi = {MODULE_PATH}
-http-socket = 127.0.0.1:{port}
-
-master = true
-enable-threads = true
-processes = 2
-threads = 1
-exit-on-reload = true
-die-on-term = true
-lazy-apps = true
-add-header = Connection: close
-buffer-size = 65535
-thunder-lock = true
-disable-logging = true
-http-auto-chunked = true
-http-raw-body = true
-socket-timeout = 10
-need-app = true
-env = OS_PLACEMENT_CONFIG_DIR={deployment.dir}
-safe-pidfile = {deployment.dir}/logs/placement-api.pid
-
-log-x-forwarded-for = true
-# Avoid filling up the logs with health check requests from haproxy.
-route-user-agent = ^osa-haproxy-healthcheck$ donotlog:
-
-ignore-sigpipe = true
-ignore-write-errors = true
-disable-write-exception = true
-""")
+    ini = _uwsgi_ini(deployment, "placement-api", _snippet(
+        "openstack-ansible-uwsgi.ini", ("uid = placement\ngid = placement\n", ""),
+        ("/openstack/venvs/placement", str(VENV)), ("192.0.2.10:8780", f"127.0.0.1:{port}"),
+        ("need-app = true\n", f"need-app = true\nenv = OS_PLACEMENT_CONFIG_DIR={deployment.dir}\n"),
+        ("/run/placement-api", f"{deployment.dir}/logs")))
     base = f"http://127.0.0.1:{port}"
     deployment.start("uwsgi", [str(BIN / "uwsgi"), "--ini", str(ini)], base + "/")
     _exercise(base)
@@ -662,29 +609,9 @@ def test_kolla_ansible_uwsgi(deployment: _Deployment) -> None:
     in and only warns that python3_plugin.so is not there."""
     _require(_uwsgi_missing())
     port = free_port()
-    ini = _uwsgi_ini(deployment, "placement-api-uwsgi", f"""[uwsgi]
-add-header = Connection: close
-buffer-size = 65535
-die-on-term = true
-enable-threads = true
-exit-on-reload = false
-hook-master-start = unix_signal:15 gracefully_kill_them_all
-http = 127.0.0.1:{port}
-http-auto-chunked = true
-http-chunked-input = true
-http-raw-body = true
-lazy-apps = true
-logto2 = {deployment.dir}/logs/placement-api-uwsgi.log
-master = true
-module = {MODULE_PATH}
-plugins-dir = /usr/lib/uwsgi/plugins
-plugins = python3
-processes = 2
-socket-timeout = 30
-thunder-lock = true
-worker-reload-mercy = 80
-static-map = /static=/var/lib/kolla/venv/lib/python3/site-packages/static
-""")
+    ini = _uwsgi_ini(deployment, "placement-api-uwsgi", _snippet(
+        "kolla-placement-api-uwsgi.ini", ("192.0.2.10:8780", f"127.0.0.1:{port}"),
+        ("/var/log/kolla/placement", f"{deployment.dir}/logs"), ("uid = placement\n", "")))
     base = f"http://127.0.0.1:{port}"
     deployment.start("uwsgi", [str(BIN / "uwsgi"), str(ini)], base + "/",
                      (deployment.dir / "logs" / "placement-api-uwsgi.log",))
@@ -699,9 +626,10 @@ def test_install_guide_uwsgi_wsgi_file(deployment: _Deployment) -> None:
     _require(_uwsgi_missing())
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    deployment.start("uwsgi", [str(BIN / "uwsgi"), "-M", "--http", f"127.0.0.1:{port}",
-                               "--wsgi-file", str(BIN / "placement-api"),
-                               "--processes", "2", "--threads", "10"], base + "/")
+    argv = _snippet("install-guide-uwsgi.sh", (":8778", f"127.0.0.1:{port}"),
+                    ("/usr/local/bin/placement-api", str(BIN / "placement-api"))).split()
+    assert argv[0] == "uwsgi"
+    deployment.start("uwsgi", [str(BIN / "uwsgi"), *argv[1:]], base + "/")
     _exercise(base)
 
 
@@ -713,32 +641,15 @@ def test_devstack_apache_proxy_to_uwsgi_under_placement(deployment: _Deployment)
     WORKER_TIMEOUT=90, Apache's address."""
     _require(_apache_missing() or _uwsgi_missing())
     socket = deployment.dir / "logs" / "placement-api.socket"
-    ini = _uwsgi_ini(deployment, "placement-uwsgi", f"""[uwsgi]
-module = {MODULE_PATH}
-processes = 2
-master = true
-die-on-term = true
-exit-on-reload = false
-worker-reload-mercy = 90
-enable-threads = true
-plugins = http,python3
-thunder-lock = true
-hook-master-start = unix_signal:15 gracefully_kill_them_all
-buffer-size = 65535
-add-header = Connection: close
-lazy-apps = true
-start-time = %t
-socket = {socket}
-chmod-socket = 666
-""")
+    ini = _uwsgi_ini(deployment, "placement-uwsgi", _snippet(
+        "devstack-placement-uwsgi.ini", ("/var/run/uwsgi/placement-api.socket", str(socket))))
     uwsgi = _Process("uwsgi", [str(BIN / "uwsgi"), "--procname-prefix", "placement", "--ini",
                                str(ini)], deployment.dir / "logs" / "uwsgi.out",
                      _env(OS_PLACEMENT_CONFIG_DIR=str(deployment.dir)), deployment.dir)
     deployment.processes.append(uwsgi)
     port = free_port()
-    body = (f"Listen 127.0.0.1:{port}\n"
-            f'ProxyPass "/placement" "unix:{socket}|uwsgi://uwsgi-uds-placement-api" '
-            "retry=0 acquire=1 \n")
+    body = f"Listen 127.0.0.1:{port}\n" + _snippet(
+        "devstack-apache-proxy.conf", ("/var/run/uwsgi/placement-api.socket", str(socket)))
     base = f"http://127.0.0.1:{port}/placement"
     deployment.start_apache(body, base + "/")
     _exercise(base, prefix="/placement")

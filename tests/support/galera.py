@@ -92,7 +92,7 @@ class GaleraNode(MariaDBServer):
             f"--wsrep-provider-options={options}",
             "--wsrep-sst-method=rsync",
             f"--wsrep-sst-receive-address={self.host}:{self.sst_port}",
-            # Causal reads, as README's production layout advises: with the default 0
+            # Causal reads, as the deploy page's production layout advises: with the default 0
             # a read through another node right after a write was seen stale.
             "--wsrep-sync-wait=1",
             "--wsrep-slave-threads=2", "--binlog-format=ROW",

@@ -3,7 +3,7 @@
 Why: upstream Placement 16.0.0 can commit claims that take a provider over
 ``(total - reserved) * allocation_ratio`` when claims race (its retry after a
 generation conflict runs inside the same transaction, where its own first
-attempt's rows count as "previous usage"; see docs/differences-from-upstream.md).
+attempt's rows count as "previous usage"; see doc/source/differences.md).
 While upstream and allotment serve one database, only the database itself can
 refuse those rows for every writer. Upstream's tables stay exactly as they
 are: this adds triggers (and, on PostgreSQL, their functions) and nothing else.
