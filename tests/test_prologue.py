@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import pytest
 
 from allotment.http.microversion import GATES, MAX_VERSION, Version
-from allotment.http.operations import Operation
+from allotment.http.operations import PROLOGUE, Operation
 from allotment.wsgi import ROUTES
 from tests.conftest import _backends
 from tests.support.client import PlacementClient, Response
@@ -156,6 +156,12 @@ def test_the_table_names_routes_that_exist():
     for table in (CONTENT_TYPE_BEFORE_GATE, PROVIDER_BEFORE_BODY, QUERY_BEFORE_POLICY):
         assert table <= keys
     assert all(case.op.rule is None for case in CASES if case.template in ("/", "/openapi.json"))
+
+
+def test_operations_declare_upstreams_other_orders_and_no_more():
+    """The one place the prologue's order differs is declared on its operation."""
+    assert {case.key for case in CASES if case.op.prologue != PROLOGUE} == \
+        CONTENT_TYPE_BEFORE_GATE
 
 
 @pytest.mark.parametrize("case", GATED, ids=lambda c: c.id)

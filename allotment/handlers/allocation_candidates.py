@@ -147,8 +147,6 @@ class AllocationCandidates(Resource):
     }
 
     def on_get(self, req: Request, resp: falcon.Response) -> None:
-        self.require_version(req)
-        self.authorize(req)
         version = req.context.version
         request = parse_request(query(req), version)
         with explain({UnknownResourceClass: lambda e: "Invalid resource class in resources "

@@ -19,7 +19,7 @@ from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.microversion import Version
 from allotment.http.operations import CONSUMER_PARAM, NO_BODY, WRITE_REFUSALS, Operation, ok
-from allotment.http.request import is_uuid_like, json_body, require_json
+from allotment.http.request import is_uuid_like, json_body
 from allotment.ledger import allocations
 from allotment.ledger.consumers import UNKNOWN_TYPE
 from allotment.ledger.errors import RetriesExhausted, UnknownResourceClass
@@ -91,9 +91,6 @@ class Allocations(Resource):
     }
 
     def on_post(self, req: Request, resp: falcon.Response) -> None:
-        self.require_version(req)
-        require_json(req)
-        self.authorize(req)
         version = req.context.version
         data = json_body(req, self.body_schema(req))
         claims = [claim_from_body(uuid, entry, version, self.conf)
@@ -121,7 +118,6 @@ class ConsumerAllocations(Resource):
     }
 
     def on_get(self, req: Request, resp: falcon.Response, consumer_uuid: str) -> None:
-        self.authorize(req)
         with self.db.read() as conn:
             found = allocations.for_consumer(conn, consumer_uuid)
         render.json_response(
@@ -129,8 +125,6 @@ class ConsumerAllocations(Resource):
             last_modified=render.newest(h.changed_at for h in found.held) if found else None)
 
     def on_put(self, req: Request, resp: falcon.Response, consumer_uuid: str) -> None:
-        require_json(req)
-        self.authorize(req)
         if not is_uuid_like(consumer_uuid):
             raise errors.BadRequest(f"Malformed consumer_uuid: {consumer_uuid}")
         consumer_uuid = normalize_uuid(consumer_uuid)
@@ -146,7 +140,6 @@ class ConsumerAllocations(Resource):
 
     def on_delete(self, req: Request, resp: falcon.Response,
                   consumer_uuid: str) -> None:
-        self.authorize(req)
         self.run_write(lambda conn: allocations.delete_for_consumer(
             conn, consumer_uuid), self.conf.placement.allocation_conflict_retry_count)
         render.no_content(resp)

@@ -80,8 +80,6 @@ class ExplainAllocationCandidates(Resource):
     }
 
     def on_get(self, req: Request, resp: falcon.Response) -> None:
-        self.require_version(req)
-        self.authorize(req)
         version = req.context.version
         q = query(req)
         sample_limit = take_explain_limit(q)

@@ -151,8 +151,6 @@ class Headroom(Resource):
     }
 
     def on_get(self, req: Request, resp: falcon.Response) -> None:
-        self.require_version(req)
-        self.authorize(req)
         q = query(req)
         what_if = take_what_if(q)
         request = parse_request(q, req.context.version)

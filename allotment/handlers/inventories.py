@@ -24,7 +24,6 @@ from allotment.http.operations import (
     Operation,
     ok,
 )
-from allotment.http.request import require_json
 from allotment.ledger import inventories, providers
 from allotment.ledger.errors import (
     InvalidCapacity,
@@ -97,15 +96,12 @@ class ProviderInventories(Resource):
     }
 
     def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        self.authorize(req)
         with explain({ProviderNotFound: _missing_provider(uuid)}), self.db.read() as conn:
             provider = providers.require(conn, uuid)
             records = inventories.get_inventories(conn, provider.id)
         _send_set(req, resp, provider.generation, records, from_db=True)
 
     def on_post(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        require_json(req)
-        self.authorize(req)
         data = self.body_for_provider(req, uuid, self.body_schema(req))
         inv = inventories.from_request(data["resource_class"], data)
         prefix = f"Unable to create inventory for resource provider {uuid}: "
@@ -117,8 +113,6 @@ class ProviderInventories(Resource):
         _send_one(req, resp, generation, inv, status=201)
 
     def on_put(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        require_json(req)
-        self.authorize(req)
         data = self.body_for_provider(req, uuid, self.body_schema(req))
         records = [inventories.from_request(name, fields)
                    for name, fields in data["inventories"].items()]
@@ -136,8 +130,6 @@ class ProviderInventories(Resource):
         _send_set(req, resp, generation, records, from_db=False)
 
     def on_delete(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        self.require_version(req)
-        self.authorize(req)
         self.run_write(lambda conn: inventories.replace_all(
             conn, uuid, None, [], reserved_may_equal_total=True))
         render.no_content(resp)
@@ -161,7 +153,6 @@ class ProviderInventory(Resource):
 
     def on_get(self, req: Request, resp: falcon.Response, uuid: str,
                resource_class: str) -> None:
-        self.authorize(req)
         with explain({ProviderNotFound: _missing_provider(uuid)}), self.db.read() as conn:
             provider = providers.require(conn, uuid)
             records = inventories.get_inventories(conn, provider.id)
@@ -172,8 +163,6 @@ class ProviderInventory(Resource):
 
     def on_put(self, req: Request, resp: falcon.Response, uuid: str,
                resource_class: str) -> None:
-        require_json(req)
-        self.authorize(req)
         data = self.body_for_provider(req, uuid, self.body_schema(req))
         inv = inventories.from_request(resource_class, data)
         with explain({
@@ -190,7 +179,6 @@ class ProviderInventory(Resource):
 
     def on_delete(self, req: Request, resp: falcon.Response, uuid: str,
                   resource_class: str) -> None:
-        self.authorize(req)
         missing = f"No inventory of class {resource_class} found for delete"
         with explain({
             ResourceClassNotFound: lambda e: f"{missing}: {e}",

@@ -12,7 +12,7 @@ from allotment.http import filter_params, render
 from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.operations import NO_BODY, UUID_PARAM, WRITE_REFUSALS, Operation, ok
-from allotment.http.request import json_body, query, require_json, validate_query
+from allotment.http.request import json_body, query, validate_query
 from allotment.ledger import providers
 from allotment.ledger.errors import (
     DuplicateProvider,
@@ -72,7 +72,6 @@ class ProviderCollection(Resource):
     }
 
     def on_get(self, req: Request, resp: falcon.Response) -> None:
-        self.authorize(req)
         version = req.context.version
         q = query(req)
         validate_query(q, self.query_schema(req))
@@ -95,8 +94,6 @@ class ProviderCollection(Resource):
         render.json_response(req, resp, body, last_modified=_last_modified(found))
 
     def on_post(self, req: Request, resp: falcon.Response) -> None:
-        require_json(req)
-        self.authorize(req)
         version = req.context.version
         data = json_body(req, self.body_schema(req))
         provider = self.run_write(lambda conn: providers.create(
@@ -128,15 +125,12 @@ class Provider(Resource):
     }
 
     def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        self.authorize(req)
         with self.db.read() as conn:
             provider = providers.require(conn, uuid)
         render.json_response(req, resp, provider_body(req, provider),
                              last_modified=_last_modified([provider]))
 
     def on_put(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        require_json(req)
-        self.authorize(req)
         version = req.context.version
         data = self.body_for_provider(req, uuid, self.body_schema(req))
         with explain({DuplicateProvider: lambda e: f"Conflicting resource provider {e.value} "
@@ -149,7 +143,6 @@ class Provider(Resource):
                              last_modified=_last_modified([provider]))
 
     def on_delete(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        self.authorize(req)
         with explain({ProviderNotFound: lambda e: f"{e} for delete"}):
             self.run_write(lambda conn: providers.delete(conn, uuid))
         render.no_content(resp)

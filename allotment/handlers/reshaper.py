@@ -12,7 +12,7 @@ from allotment.http import render
 from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.operations import NO_BODY, WRITE_REFUSALS, Operation, ok
-from allotment.http.request import json_body, require_json
+from allotment.http.request import json_body
 from allotment.ledger import reshaper
 from allotment.ledger.errors import InventoryInUse, RetriesExhausted, UnknownResourceClass
 from allotment.schemas import reshaper as schemas
@@ -27,9 +27,6 @@ class Reshaper(Resource):
     }
 
     def on_post(self, req: Request, resp: falcon.Response) -> None:
-        self.require_version(req)
-        require_json(req)
-        self.authorize(req)
         version = req.context.version
         data = json_body(req, self.body_schema(req))
         new_inventories = [

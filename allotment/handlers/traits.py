@@ -20,7 +20,7 @@ from allotment.http.operations import (
     Operation,
     ok,
 )
-from allotment.http.request import json_body, query, require_json, validate, validate_query
+from allotment.http.request import json_body, query, validate, validate_query
 from allotment.ledger import providers, traits
 from allotment.ledger.errors import (
     ProviderGenerationConflict,
@@ -66,8 +66,6 @@ class TraitCollection(Resource):
     }
 
     def on_get(self, req: Request, resp: falcon.Response) -> None:
-        self.require_version(req)
-        self.authorize(req)
         q = query(req)
         validate_query(q, self.query_schema(req))
         filters: dict[str, Any] = {}
@@ -102,8 +100,6 @@ class Trait(Resource):
     }
 
     def on_get(self, req: Request, resp: falcon.Response, name: str) -> None:
-        self.require_version(req)
-        self.authorize(req)
         # Upstream catches a missing trait here (so its 404 carries Vary).
         with explain({TraitNotFound: str}), self.db.read() as conn:
             trait = traits.require(conn, name)
@@ -112,8 +108,6 @@ class Trait(Resource):
             render.set_cache_headers(resp, trait.created_at)
 
     def on_put(self, req: Request, resp: falcon.Response, name: str) -> None:
-        self.require_version(req)
-        self.authorize(req)
         try:
             validate(name, schemas.CUSTOM_TRAIT)
         except errors.BadRequest:
@@ -126,8 +120,6 @@ class Trait(Resource):
             render.set_cache_headers(resp, trait.created_at)
 
     def on_delete(self, req: Request, resp: falcon.Response, name: str) -> None:
-        self.require_version(req)
-        self.authorize(req)
         with explain({TraitNotFound: str}):
             self.run_write(lambda conn: traits.delete(conn, name))
         render.no_content(resp)
@@ -156,8 +148,6 @@ class ProviderTraits(Resource):
         render.json_response(req, resp, body, last_modified=_last_modified(found))
 
     def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        self.require_version(req)
-        self.authorize(req)
         with explain({ProviderNotFound: lambda e: f"No resource provider with uuid {uuid} "
                                                   f"found: {e}"}), self.db.read() as conn:
             provider = providers.require(conn, uuid)
@@ -165,9 +155,6 @@ class ProviderTraits(Resource):
         self._send(req, resp, provider.generation, found)
 
     def on_put(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        self.require_version(req)
-        require_json(req)
-        self.authorize(req)
         data = json_body(req, self.body_schema(req))
         with explain({ProviderGenerationConflict: lambda e: GENERATION_CHANGED,
                       UnknownTraits: lambda e: f"No such trait {', '.join(e.names)}"}):
@@ -177,7 +164,5 @@ class ProviderTraits(Resource):
         self._send(req, resp, generation, found)
 
     def on_delete(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        self.require_version(req)
-        self.authorize(req)
         self.run_write(lambda conn: traits.clear_for_provider(conn, uuid))
         render.no_content(resp)
