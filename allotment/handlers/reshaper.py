@@ -6,9 +6,9 @@ from typing import ClassVar
 
 import falcon
 
-from allotment.handlers.allocations import claim_from_body
 from allotment.handlers.base import Resource
 from allotment.http import render
+from allotment.http.claims import claim_from_body
 from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.operations import NO_BODY, WRITE_REFUSALS, Operation, ok
