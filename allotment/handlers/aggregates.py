@@ -60,6 +60,6 @@ class ProviderAggregates(Resource):
         uuids = data["aggregates"] if with_generation else data
         given = data["resource_provider_generation"] if with_generation else None
         with explain({ProviderGenerationConflict: lambda e: GENERATION_CHANGED}):
-            generation = self.run_write(lambda conn: aggregates.replace(
+            generation = self.run_write(req, lambda conn: aggregates.replace(
                 conn, uuid, uuids, given))
         _send(req, resp, generation, uuids)

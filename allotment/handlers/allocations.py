@@ -66,7 +66,7 @@ class Allocations(Resource):
                   for uuid, entry in data.items()]
         with explain({UnknownResourceClass: lambda e: f"Unable to allocate inventory {e}",
                       RetriesExhausted: lambda e: RACE_PREFIX + str(e)}):
-            self.run_write(lambda conn: allocations.write(conn, claims),
+            self.run_write(req, lambda conn: allocations.write(conn, claims),
                            self.conf.placement.allocation_conflict_retry_count)
         render.no_content(resp)
 
@@ -103,12 +103,12 @@ class ConsumerAllocations(Resource):
         with explain({UnknownResourceClass: lambda e: "Unable to allocate inventory for "
                                                       f"consumer {consumer_uuid}: {e}",
                       RetriesExhausted: lambda e: RACE_PREFIX + str(e)}):
-            self.run_write(lambda conn: allocations.write(conn, [claim]),
+            self.run_write(req, lambda conn: allocations.write(conn, [claim]),
                            self.conf.placement.allocation_conflict_retry_count)
         render.no_content(resp)
 
     def on_delete(self, req: Request, resp: falcon.Response,
                   consumer_uuid: str) -> None:
-        self.run_write(lambda conn: allocations.delete_for_consumer(
+        self.run_write(req, lambda conn: allocations.delete_for_consumer(
             conn, consumer_uuid), self.conf.placement.allocation_conflict_retry_count)
         render.no_content(resp)

@@ -125,12 +125,14 @@ class Resource:
         # Upstream answers OPTIONS (outside CORS preflight) as a wrong method.
         raise falcon.HTTPMethodNotAllowed(self.allowed_methods())
 
-    def run_write(self, work: Callable[[Connection], T],
+    def run_write(self, req: Request, work: Callable[[Connection], T],
                   retries: int = retry.WRITE_RETRIES) -> T:
-        """``retry.run_write`` on the app's database, its lost races counted (and,
-        now and then, the history trimmed in the background)."""
+        """``retry.run_write`` on the app's database for ``req`` (whose ids the
+        history records), its lost races counted (and, now and then, the
+        history trimmed in the background)."""
         try:
-            return retry.run_write(self.db, work, retries, observer=self.services.counters)
+            return retry.run_write(self.db, work, retries, observer=self.services.counters,
+                                   ids=req.context.ids)
         finally:
             self.services.history_retention.due()
 

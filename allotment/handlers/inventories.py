@@ -107,7 +107,7 @@ class ProviderInventories(Resource):
         prefix = f"Unable to create inventory for resource provider {uuid}: "
         with explain({InvalidCapacity: lambda e: prefix + str(e),
                       UnknownResourceClass: lambda e: prefix + str(e)}):
-            generation = self.run_write(lambda conn: inventories.create(
+            generation = self.run_write(req, lambda conn: inventories.create(
                 conn, uuid, inv, req.context.version.has("reserved_equals_total")))
         resp.set_header("Location", _inventory_url(req, uuid, inv.resource_class))
         _send_one(req, resp, generation, inv, status=201)
@@ -124,13 +124,13 @@ class ProviderInventories(Resource):
                                             f"resource provider {uuid}: {e}",
             InventoryInUse: lambda e: f"update conflict: {e}",
         }):
-            generation = self.run_write(lambda conn: inventories.replace_all(
+            generation = self.run_write(req, lambda conn: inventories.replace_all(
                 conn, uuid, data["resource_provider_generation"], records,
                 req.context.version.has("reserved_equals_total")))
         _send_set(req, resp, generation, records, from_db=False)
 
     def on_delete(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        self.run_write(lambda conn: inventories.replace_all(
+        self.run_write(req, lambda conn: inventories.replace_all(
             conn, uuid, None, [], reserved_may_equal_total=True))
         render.no_content(resp)
 
@@ -172,7 +172,7 @@ class ProviderInventory(Resource):
             InventoryNotFound: lambda e: "No inventory record with resource class for "
                                          f"resource provider {uuid}: {e}",
         }, answers={InventoryNotFound: (400, errors.DEFAULT)}):  # upstream's status here
-            generation = self.run_write(lambda conn: inventories.update(
+            generation = self.run_write(req, lambda conn: inventories.update(
                 conn, uuid, data["resource_provider_generation"], inv,
                 req.context.version.has("reserved_equals_total")))
         _send_one(req, resp, generation, inv)
@@ -186,6 +186,6 @@ class ProviderInventory(Resource):
             InventoryInUse: lambda e: f"Unable to delete inventory of class {resource_class}: "
                                       f"{e}",
         }, answers={InventoryInUse: (409, errors.CONCURRENT_UPDATE)}):  # as upstream
-            self.run_write(lambda conn: inventories.delete(
+            self.run_write(req, lambda conn: inventories.delete(
                 conn, uuid, resource_class))
         render.no_content(resp)

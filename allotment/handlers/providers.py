@@ -96,7 +96,7 @@ class ProviderCollection(Resource):
     def on_post(self, req: Request, resp: falcon.Response) -> None:
         version = req.context.version
         data = json_body(req, self.body_schema(req))
-        provider = self.run_write(lambda conn: providers.create(
+        provider = self.run_write(req, lambda conn: providers.create(
             conn, data["name"], data.get("uuid"), data.get("parent_provider_uuid")))
         resp.set_header("Location", f"{req.env.get('SCRIPT_NAME', '')}"
                         f"/resource_providers/{provider.uuid}")
@@ -135,7 +135,7 @@ class Provider(Resource):
         data = self.body_for_provider(req, uuid, self.body_schema(req))
         with explain({DuplicateProvider: lambda e: f"Conflicting resource provider {e.value} "
                                                    "already exists."}):
-            provider = self.run_write(lambda conn: providers.update(
+            provider = self.run_write(req, lambda conn: providers.update(
                 conn, uuid, data["name"], move="parent_provider_uuid" in data,
                 parent_uuid=data.get("parent_provider_uuid"),
                 allow_reparenting=version.has("reparent")))
@@ -144,6 +144,6 @@ class Provider(Resource):
 
     def on_delete(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         with explain({ProviderNotFound: lambda e: f"{e} for delete"}):
-            self.run_write(lambda conn: providers.delete(conn, uuid))
+            self.run_write(req, lambda conn: providers.delete(conn, uuid))
         render.no_content(resp)
 

@@ -39,6 +39,6 @@ class Reshaper(Resource):
         with explain({UnknownResourceClass: lambda e: f"malformed reshaper data: {e}",
                       InventoryInUse: lambda e: f"update conflict: {e}",
                       RetriesExhausted: lambda e: f"update conflict: {e}"}):
-            self.run_write(lambda conn: reshaper.reshape(conn, new_inventories, claims),
+            self.run_write(req, lambda conn: reshaper.reshape(conn, new_inventories, claims),
                            self.conf.placement.allocation_conflict_retry_count)
         render.no_content(resp)

@@ -62,7 +62,7 @@ class ResourceClassCollection(Resource):
         name = data["name"]
         with explain({ResourceClassExists: lambda e: "Conflicting resource class already "
                                                      f"exists: {e.name}"}):
-            self.run_write(lambda conn: resource_classes.create(conn, name))
+            self.run_write(req, lambda conn: resource_classes.create(conn, name))
         resp.set_header("Location", render.absolute_url(req, f"/resource_classes/{name}"))
         resp.status = 201
         resp.content_type = None
@@ -102,7 +102,7 @@ class ResourceClass(Resource):
     def _rename(self, req: Request, resp: falcon.Response, name: str) -> None:
         data = json_body(req, self.body_schema(req))
         with explain({ResourceClassExists: lambda e: f"Resource class already exists: {e.name}"}):
-            rc = self.run_write(lambda conn: resource_classes.rename(
+            rc = self.run_write(req, lambda conn: resource_classes.rename(
                 conn, name, data["name"]))
         # Upstream sends no cache headers here.
         render.json_response(req, resp, _class_body(req, rc), cache_headers=False)
@@ -110,7 +110,7 @@ class ResourceClass(Resource):
     def _ensure(self, req: Request, resp: falcon.Response, name: str) -> None:
         # The URL's name must pass the same schema as a POSTed body.
         validate({"name": name}, schemas.CLASS)
-        created = self.run_write(lambda conn: resource_classes.ensure(conn, name))
+        created = self.run_write(req, lambda conn: resource_classes.ensure(conn, name))
         resp.status = 201 if created else 204
         resp.content_type = None
         resp.set_header("Location", render.absolute_url(req, f"/resource_classes/{name}"))
@@ -118,5 +118,5 @@ class ResourceClass(Resource):
     def on_delete(self, req: Request, resp: falcon.Response, name: str) -> None:
         with explain({StandardResourceClass: lambda e: f"Error in delete resource class: {e}",
                       ResourceClassInUse: lambda e: f"Error in delete resource class: {e}"}):
-            self.run_write(lambda conn: resource_classes.delete(conn, name))
+            self.run_write(req, lambda conn: resource_classes.delete(conn, name))
         render.no_content(resp)

@@ -112,7 +112,7 @@ class Trait(Resource):
             validate(name, schemas.CUSTOM_TRAIT)
         except errors.BadRequest:
             raise errors.BadRequest(_INVALID_TRAIT) from None
-        trait, created = self.run_write(lambda conn: traits.ensure(conn, name))
+        trait, created = self.run_write(req, lambda conn: traits.ensure(conn, name))
         render.no_content(resp)
         resp.status = 201 if created else 204
         resp.set_header("Location", render.absolute_url(req, f"/traits/{name}"))
@@ -121,7 +121,7 @@ class Trait(Resource):
 
     def on_delete(self, req: Request, resp: falcon.Response, name: str) -> None:
         with explain({TraitNotFound: str}):
-            self.run_write(lambda conn: traits.delete(conn, name))
+            self.run_write(req, lambda conn: traits.delete(conn, name))
         render.no_content(resp)
 
 
@@ -158,11 +158,11 @@ class ProviderTraits(Resource):
         data = json_body(req, self.body_schema(req))
         with explain({ProviderGenerationConflict: lambda e: GENERATION_CHANGED,
                       UnknownTraits: lambda e: f"No such trait {', '.join(e.names)}"}):
-            generation, found = self.run_write(lambda conn: (
+            generation, found = self.run_write(req, lambda conn: (
                 traits.replace_for_provider(conn, uuid, data["resource_provider_generation"],
                                             data["traits"])))
         self._send(req, resp, generation, found)
 
     def on_delete(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        self.run_write(lambda conn: traits.clear_for_provider(conn, uuid))
+        self.run_write(req, lambda conn: traits.clear_for_provider(conn, uuid))
         render.no_content(resp)

@@ -31,7 +31,11 @@ from oslo_config import cfg
 from allotment import errors
 from allotment.http import microversion
 from allotment.http.context import Request
-from allotment.http.environ import IDENTITY_ENVIRON, REQUEST_ID_ENVIRON
+from allotment.http.environ import (
+    GLOBAL_REQUEST_ID_ENVIRON,
+    IDENTITY_ENVIRON,
+    REQUEST_ID_ENVIRON,
+)
 from allotment.http.operations import Operation
 from allotment.http.request import NUL_REFUSED, accepts_json
 
@@ -70,6 +74,7 @@ class PlacementMiddleware:
         env = req.env
         limits = self.limits
         req.context.request_id = env.get(REQUEST_ID_ENVIRON)
+        req.context.global_request_id = env.get(GLOBAL_REQUEST_ID_ENVIRON)
         req.context.identity = env.get(IDENTITY_ENVIRON)
         req.context.max_json_depth = limits.max_json_depth
         headers = {}
