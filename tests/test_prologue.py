@@ -159,9 +159,11 @@ def test_the_table_names_routes_that_exist():
 
 
 def test_operations_declare_upstreams_other_orders_and_no_more():
-    """The one place the prologue's order differs is declared on its operation."""
+    """Where upstream's order differs, the operation says so, and nowhere else."""
     assert {case.key for case in CASES if case.op.prologue != PROLOGUE} == \
         CONTENT_TYPE_BEFORE_GATE
+    assert {case.key for case in CASES if case.op.body_after_provider} == \
+        PROVIDER_BEFORE_BODY
 
 
 @pytest.mark.parametrize("case", GATED, ids=lambda c: c.id)

@@ -43,7 +43,7 @@ class ProviderAggregates(Resource):
             refusals=WRITE_REFUSALS, path_params=UUID_PARAM,
             # Upstream's ``require_content`` wraps this versioned handler: the
             # body's media type is checked before the gate (415 at 1.0).
-            prologue=("content_type", "version", "policy"),
+            prologue=("content_type", "version", "policy"), body_after_provider=True,
             body=lambda v: (schemas.SET_1_19 if v.has("aggregates_generation")
                             else schemas.SET_1_1)),
     }
@@ -56,7 +56,7 @@ class ProviderAggregates(Resource):
 
     def on_put(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         with_generation = req.context.version.has("aggregates_generation")
-        data = self.body_for_provider(req, uuid, self.body_schema(req))
+        data = self.read_body(req, provider=uuid)
         uuids = data["aggregates"] if with_generation else data
         given = data["resource_provider_generation"] if with_generation else None
         with explain({ProviderGenerationConflict: lambda e: GENERATION_CHANGED}):

@@ -18,7 +18,7 @@ from allotment.http.claims import claim_from_body
 from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.operations import CONSUMER_PARAM, NO_BODY, WRITE_REFUSALS, Operation, ok
-from allotment.http.request import is_uuid_like, json_body
+from allotment.http.request import is_uuid_like
 from allotment.ledger import allocations
 from allotment.ledger.consumers import UNKNOWN_TYPE
 from allotment.ledger.errors import RetriesExhausted, UnknownResourceClass
@@ -61,7 +61,7 @@ class Allocations(Resource):
 
     def on_post(self, req: Request, resp: falcon.Response) -> None:
         version = req.context.version
-        data = json_body(req, self.body_schema(req))
+        data = self.read_body(req)
         claims = [claim_from_body(uuid, entry, version, self.conf)
                   for uuid, entry in data.items()]
         with explain({UnknownResourceClass: lambda e: f"Unable to allocate inventory {e}",
@@ -98,7 +98,7 @@ class ConsumerAllocations(Resource):
             raise errors.BadRequest(f"Malformed consumer_uuid: {consumer_uuid}")
         consumer_uuid = normalize_uuid(consumer_uuid)
         version = req.context.version
-        data = json_body(req, self.body_schema(req))
+        data = self.read_body(req)
         claim = claim_from_body(consumer_uuid, data, version, self.conf)
         with explain({UnknownResourceClass: lambda e: "Unable to allocate inventory for "
                                                       f"consumer {consumer_uuid}: {e}",

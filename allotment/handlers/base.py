@@ -136,18 +136,20 @@ class Resource:
         finally:
             self.services.history_retention.due()
 
-    def body_for_provider(self, req: Request, uuid: str,
-                          schema: Mapping[str, Any] | None = None) -> Any:
-        """The request's JSON body (validated against ``schema`` when given), for
-        a request addressed to provider ``uuid``.
-
-        Upstream looks the provider up before it reads the body: a body that is
-        no JSON, or fails ``schema``, is the provider's 404 when it is gone.
-        """
+    def read_body(self, req: Request, provider: str | None = None) -> Any:
+        """The request's JSON body, validated with the operation's schema at the
+        request's version (400 otherwise), or, for an operation whose body
+        upstream reads after looking up its ``provider``
+        (``Operation.body_after_provider``), that provider's 404 when it is gone."""
+        schema = self.body_schema(req)
         try:
             return json_body(req, schema)
         except errors.BadRequest:
-            self._require_provider(uuid)
+            if self.operation(req).body_after_provider:
+                if provider is None:
+                    raise LookupError(f"{type(self).__name__} {req.method} reads its body "
+                                      "after its provider: name the provider") from None
+                self._require_provider(provider)
             raise
 
     def _require_provider(self, uuid: str) -> None:

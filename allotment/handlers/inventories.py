@@ -83,11 +83,11 @@ class ProviderInventories(Resource):
         "POST": Operation(
             "Create one inventory", (ok(201, r.INVENTORY, "Created", location=True),),
             rule="placement:resource_providers:inventories:create", refusals=WRITE_REFUSALS,
-            path_params=UUID_PARAM, body=lambda v: schemas.CREATE),
+            path_params=UUID_PARAM, body=lambda v: schemas.CREATE, body_after_provider=True),
         "PUT": Operation(
             "Replace all inventories", (ok(200, r.INVENTORIES),),
             rule="placement:resource_providers:inventories:update", refusals=WRITE_REFUSALS,
-            path_params=UUID_PARAM, body=lambda v: schemas.REPLACE),
+            path_params=UUID_PARAM, body=lambda v: schemas.REPLACE, body_after_provider=True),
         "DELETE": Operation(
             "Delete all inventories", (ok(204, NO_BODY),),
             rule="placement:resource_providers:inventories:delete",
@@ -102,7 +102,7 @@ class ProviderInventories(Resource):
         _send_set(req, resp, provider.generation, records, from_db=True)
 
     def on_post(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        data = self.body_for_provider(req, uuid, self.body_schema(req))
+        data = self.read_body(req, provider=uuid)
         inv = inventories.from_request(data["resource_class"], data)
         prefix = f"Unable to create inventory for resource provider {uuid}: "
         with explain({InvalidCapacity: lambda e: prefix + str(e),
@@ -113,7 +113,7 @@ class ProviderInventories(Resource):
         _send_one(req, resp, generation, inv, status=201)
 
     def on_put(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        data = self.body_for_provider(req, uuid, self.body_schema(req))
+        data = self.read_body(req, provider=uuid)
         records = [inventories.from_request(name, fields)
                    for name, fields in data["inventories"].items()]
         with explain({
@@ -144,7 +144,8 @@ class ProviderInventory(Resource):
         "PUT": Operation(
             "Update one inventory", (ok(200, r.INVENTORY),),
             rule="placement:resource_providers:inventories:update", refusals=WRITE_REFUSALS,
-            path_params=UUID_PARAM | RC_PARAM, body=lambda v: schemas.INVENTORY),
+            path_params=UUID_PARAM | RC_PARAM, body=lambda v: schemas.INVENTORY,
+            body_after_provider=True),
         "DELETE": Operation(
             "Delete one inventory", (ok(204, NO_BODY),),
             rule="placement:resource_providers:inventories:delete", refusals=(409,),
@@ -163,7 +164,7 @@ class ProviderInventory(Resource):
 
     def on_put(self, req: Request, resp: falcon.Response, uuid: str,
                resource_class: str) -> None:
-        data = self.body_for_provider(req, uuid, self.body_schema(req))
+        data = self.read_body(req, provider=uuid)
         inv = inventories.from_request(resource_class, data)
         with explain({
             ProviderGenerationConflict: lambda e: "resource provider generation conflict",

@@ -12,7 +12,7 @@ from allotment.http import filter_params, render
 from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.operations import NO_BODY, UUID_PARAM, WRITE_REFUSALS, Operation, ok
-from allotment.http.request import json_body, query, validate_query
+from allotment.http.request import query, validate_query
 from allotment.ledger import providers
 from allotment.ledger.errors import (
     DuplicateProvider,
@@ -95,7 +95,7 @@ class ProviderCollection(Resource):
 
     def on_post(self, req: Request, resp: falcon.Response) -> None:
         version = req.context.version
-        data = json_body(req, self.body_schema(req))
+        data = self.read_body(req)
         provider = self.run_write(req, lambda conn: providers.create(
             conn, data["name"], data.get("uuid"), data.get("parent_provider_uuid")))
         resp.set_header("Location", f"{req.env.get('SCRIPT_NAME', '')}"
@@ -116,7 +116,7 @@ class Provider(Resource):
         "PUT": Operation(
             "Update (rename, re-parent) a resource provider", (ok(200, r.PROVIDER),),
             rule="placement:resource_providers:update", refusals=WRITE_REFUSALS,
-            path_params=UUID_PARAM,
+            path_params=UUID_PARAM, body_after_provider=True,
             body=lambda v: schemas.UPDATE_1_14 if v.has("provider_tree") else schemas.UPDATE),
         "DELETE": Operation(
             "Delete a resource provider", (ok(204, NO_BODY),),
@@ -132,7 +132,7 @@ class Provider(Resource):
 
     def on_put(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         version = req.context.version
-        data = self.body_for_provider(req, uuid, self.body_schema(req))
+        data = self.read_body(req, provider=uuid)
         with explain({DuplicateProvider: lambda e: f"Conflicting resource provider {e.value} "
                                                    "already exists."}):
             provider = self.run_write(req, lambda conn: providers.update(

@@ -12,7 +12,6 @@ from allotment.http.claims import claim_from_body
 from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.operations import NO_BODY, WRITE_REFUSALS, Operation, ok
-from allotment.http.request import json_body
 from allotment.ledger import reshaper
 from allotment.ledger.errors import InventoryInUse, RetriesExhausted, UnknownResourceClass
 from allotment.schemas import reshaper as schemas
@@ -28,7 +27,7 @@ class Reshaper(Resource):
 
     def on_post(self, req: Request, resp: falcon.Response) -> None:
         version = req.context.version
-        data = json_body(req, self.body_schema(req))
+        data = self.read_body(req)
         new_inventories = [
             reshaper.NewInventory(provider_uuid=rp_uuid,
                                   generation=entry["resource_provider_generation"],

@@ -16,7 +16,7 @@ from allotment.http import render
 from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.operations import NAME_PARAM, NO_BODY, WRITE_REFUSALS, Operation, ok
-from allotment.http.request import json_body, validate
+from allotment.http.request import validate
 from allotment.ledger import resource_classes
 from allotment.ledger.errors import (
     ResourceClassExists,
@@ -58,7 +58,7 @@ class ResourceClassCollection(Resource):
                              last_modified=render.newest(_modified(rc) for rc in found))
 
     def on_post(self, req: Request, resp: falcon.Response) -> None:
-        data = json_body(req, self.body_schema(req))
+        data = self.read_body(req)
         name = data["name"]
         with explain({ResourceClassExists: lambda e: "Conflicting resource class already "
                                                      f"exists: {e.name}"}):
@@ -100,7 +100,7 @@ class ResourceClass(Resource):
             self._rename(req, resp, name)
 
     def _rename(self, req: Request, resp: falcon.Response, name: str) -> None:
-        data = json_body(req, self.body_schema(req))
+        data = self.read_body(req)
         with explain({ResourceClassExists: lambda e: f"Resource class already exists: {e.name}"}):
             rc = self.run_write(req, lambda conn: resource_classes.rename(
                 conn, name, data["name"]))

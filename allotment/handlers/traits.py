@@ -20,7 +20,7 @@ from allotment.http.operations import (
     Operation,
     ok,
 )
-from allotment.http.request import json_body, query, validate, validate_query
+from allotment.http.request import query, validate, validate_query
 from allotment.ledger import providers, traits
 from allotment.ledger.errors import (
     ProviderGenerationConflict,
@@ -155,7 +155,7 @@ class ProviderTraits(Resource):
         self._send(req, resp, provider.generation, found)
 
     def on_put(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        data = json_body(req, self.body_schema(req))
+        data = self.read_body(req)
         with explain({ProviderGenerationConflict: lambda e: GENERATION_CHANGED,
                       UnknownTraits: lambda e: f"No such trait {', '.join(e.names)}"}):
             generation, found = self.run_write(req, lambda conn: (

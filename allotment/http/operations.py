@@ -7,9 +7,11 @@ with at each microversion, and the answers it gives. One prologue applies
 them before the responder runs (``Resource.prologue``, called by the
 middleware once the route is known): the version gate, the body's media type
 and the policy rule, in ``PROLOGUE``'s order or the operation's own where
-upstream's differs. Responders read the schemas (``Resource.body_schema``,
-``query_schema``); ``allotment.openapi`` builds the document from the same
-objects, through the route table ``allotment.wsgi`` serves.
+upstream's differs. Responders read the body with its schema
+(``Resource.read_body``, after the provider where upstream looks it up first)
+and the query string with ``query_schema``; ``allotment.openapi`` builds the
+document from the same objects, through the route table ``allotment.wsgi``
+serves.
 """
 
 from __future__ import annotations
@@ -70,6 +72,10 @@ class Operation:
     accept: Literal["after_gate", "before_gate"] | None = "after_gate"
     # The order of the prologue's checks, where upstream's is not ``PROLOGUE``'s.
     prologue: tuple[Step, ...] = PROLOGUE
+    # Upstream looks the provider of the URI up before it reads the body: a body
+    # that is no JSON, or fails ``body``, is the provider's 404 when it is gone
+    # (``Resource.read_body``).
+    body_after_provider: bool = False
 
     def reads_body(self, version: Version) -> bool:
         """Does the operation read a JSON body at ``version`` (415 for another type)?"""
