@@ -81,7 +81,7 @@ class Resource:
             elif step == "content_type":
                 if op.reads_body(req.context.version):
                     require_json(req)
-            elif op.rule is not None:
+            elif step == "policy" and op.rule is not None:
                 self.services.policy.authorize(req.context.identity, op.rule,
                                                self.policy_target(req))
 
