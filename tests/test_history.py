@@ -16,10 +16,12 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from oslo_context import context as oslo_context
 
 from allotment.db import tables as t
 from allotment.db.engine import create_engine
-from allotment.ledger import history
+from allotment.db.writer import RequestIds
+from allotment.ledger import history, retry
 from tests.support.claims_support import provider_with, put, state
 from tests.support.client import PlacementClient
 
@@ -351,3 +353,33 @@ def test_a_claim_that_changes_the_owner_records_the_new_one(client):
                                                     ("p1", "u1", "INSTANCE", 0, 1)]
     assert [e["consumer_uuid"] for e in _entries(client, "/history/allocations",
                                                  project_id="p2")] == [consumer]
+
+
+def test_request_ids_travel_with_the_write_not_the_thread(client, database):
+    """The ids a transaction records are the ones handed to it (``run_write``'s
+    ``ids``), whatever request the thread's log context holds, and none for a
+    write no request made."""
+    rp = provider_with(client, "cn1", VCPU=8)
+    with database.db.read() as conn:
+        rp_id = conn.execute(sa.select(t.resource_providers.c.id)
+                             .where(t.resource_providers.c.uuid == rp)).scalar_one()
+    a = t.allocations
+    ours, unstamped = str(uuid.uuid4()), str(uuid.uuid4())
+    # Another request's context on this thread, as a log line would see it.
+    oslo_context.RequestContext(request_id="req-elsewhere", global_request_id=GLOBAL_ID,
+                                overwrite=True)
+    try:
+        retry.run_write(database.db, lambda conn: conn.execute(a.insert().values(
+            resource_provider_id=rp_id, consumer_id=ours, resource_class_id=0, used=1)),
+            ids=RequestIds("req-handed", "req-caller"))
+        with database.db.write() as conn:
+            conn.execute(a.insert().values(resource_provider_id=rp_id, consumer_id=unstamped,
+                                           resource_class_id=0, used=1))
+    finally:
+        oslo_context.RequestContext(overwrite=True)  # the thread's context emptied again
+    [entry] = _entries(client, "/history/allocations", consumer_uuid=ours)
+    assert (entry["writer"], entry["request_id"], entry["global_request_id"]) == (
+        "allotment", "req-handed", "req-caller")
+    [entry] = _entries(client, "/history/allocations", consumer_uuid=unstamped)
+    assert (entry["writer"], entry["request_id"], entry["global_request_id"]) == (
+        "allotment", None, None)

@@ -31,7 +31,7 @@ from alembic import command
 from allotment.db import migrate
 from allotment.db import tables as t
 from allotment.db.engine import write_transaction
-from allotment.db.writer import WriteContext
+from allotment.db.writer import NO_REQUEST, RequestIds, WriteContext
 from tests import conftest
 from tests.support.claims_support import provider_with, put
 from tests.test_schema import fresh_engine
@@ -57,13 +57,13 @@ class CountingContext(WriteContext):
         self._start = 0
         self._steps = 0
 
-    def begin(self, conn: sa.Connection) -> None:
+    def begin(self, conn: sa.Connection, ids: RequestIds = NO_REQUEST) -> None:
         if self.dialect == "mysql":
             self._start = int(conn.execute(_MYSQL_READS).scalar_one())
         elif self.dialect == "sqlite":
             self._steps = 0
             conn.connection.driver_connection.set_progress_handler(self._step, 1)
-        super().begin(conn)
+        super().begin(conn, ids)
 
     def end(self, conn: sa.Connection) -> None:
         if self.dialect == "postgresql":

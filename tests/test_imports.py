@@ -226,3 +226,13 @@ def test_nothing_imports_upward(lower: str, upper: str) -> None:
               for name in sorted(GRAPH) if within(name, lower)]
     shown = [" -> ".join(chain) for chain in chains if chain]
     assert not shown, f"{lower} imports {upper}:\n" + "\n".join(shown)
+
+
+def test_no_handler_imports_another() -> None:
+    """What two handlers share (query parsing, rendering, bodies) lives in
+    ``allotment.http``; a handler module imports only the shared base class."""
+    shared = {"allotment.handlers", "allotment.handlers.base"}
+    found = {name: sorted(target for target in targets
+                          if within(target, "allotment.handlers") and target not in shared)
+             for name, targets in GRAPH.items() if within(name, "allotment.handlers")}
+    assert {name: targets for name, targets in found.items() if targets} == {}

@@ -18,8 +18,8 @@ from allotment.candidates.feed import CHANGES, GALERA_GAP_SETTLE, Feed, Kind, Po
 from allotment.candidates.model import ReadModel
 from allotment.candidates.request import Settings
 from allotment.db.engine import Database, create_engine
-from allotment.handlers.allocation_candidates import render_body
 from allotment.http.candidates_query import parse_request
+from allotment.http.candidates_render import render_body
 from allotment.http.microversion import negotiate
 from allotment.http.request import Query
 from allotment.wsgi import make_app

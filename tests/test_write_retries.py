@@ -16,6 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from allotment.db import tables as t
+from allotment.db.writer import NO_REQUEST
 from allotment.http.errors import refusal
 from allotment.ledger import resource_classes, retry
 from allotment.ledger.errors import ResourceClassExists
@@ -164,12 +165,12 @@ class _CommitLosesOnce:
         self._db = db
         self.lost = 0
 
-    def write(self):
+    def write(self, ids=NO_REQUEST):
         import contextlib
 
         @contextlib.contextmanager
         def transaction():
-            with self._db.write() as conn:
+            with self._db.write(ids) as conn:
                 yield conn
                 if not self.lost:
                     self.lost += 1

@@ -2,7 +2,7 @@
 
 Data flow::
 
-    handlers/allocation_candidates.py   query string -> CandidateRequest (request.py)
+    http/candidates_query.py            query string -> CandidateRequest (request.py)
     engine.answer                        holds a model.State (the worker's read model,
                                          or one loaded for this request), then:
     engine.find                          the two paths below, asking sources.ModelSource
@@ -13,7 +13,7 @@ Data flow::
                     sharing_anchors      trees each sharing provider serves
                     search.tree_candidates   per anchor tree, lazily, fail-first DFS
                     summaries            trees of the answer only
-    handlers/allocation_candidates.render_body   the shape of the microversion
+    http/candidates_render.render_json   the shape of the microversion
 
 Every filter a provider must pass is a rule of ``rules`` (the rule book); the
 source selects with the rules, and ``explain`` asks the same rules why not,

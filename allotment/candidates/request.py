@@ -8,6 +8,10 @@ strings here: ``sources.ModelSource.resolve`` maps them to internal ids.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from oslo_config import cfg
 
 
 @dataclass(frozen=True)
@@ -78,3 +82,10 @@ class Settings:
     # Most candidates generated; -1 for no cap.
     max_candidates: int = -1
     strategy: str = "depth-first"
+
+    @classmethod
+    def from_conf(cls, conf: cfg.ConfigOpts) -> Settings:
+        placement = conf.placement
+        return cls(randomize=placement.randomize_allocation_candidates,
+                   max_candidates=placement.max_allocation_candidates,
+                   strategy=placement.allocation_candidates_generation_strategy)

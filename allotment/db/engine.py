@@ -36,7 +36,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from allotment.db import availability, errors
-from allotment.db.writer import WriteContext
+from allotment.db.writer import NO_REQUEST, RequestIds, WriteContext
 
 LOG = logging.getLogger(__name__)
 
@@ -161,8 +161,9 @@ class Database:
     def read(self) -> contextlib.AbstractContextManager[Connection]:
         return self._transaction(write=False)
 
-    def write(self) -> contextlib.AbstractContextManager[Connection]:
-        return self._transaction(write=True)
+    def write(self, ids: RequestIds = NO_REQUEST) -> contextlib.AbstractContextManager[Connection]:
+        """A write transaction; its history entries carry ``ids`` (the request's)."""
+        return self._transaction(write=True, ids=ids)
 
     def snapshot(self) -> contextlib.AbstractContextManager[Connection]:
         """A read transaction whose statements all see one snapshot.
@@ -177,7 +178,8 @@ class Database:
         return self._transaction(write=False, one_snapshot=self.backend != "sqlite")
 
     @contextlib.contextmanager
-    def _transaction(self, write: bool, one_snapshot: bool = False) -> Iterator[Connection]:
+    def _transaction(self, write: bool, one_snapshot: bool = False,
+                     ids: RequestIds = NO_REQUEST) -> Iterator[Connection]:
         lost: DBAPIError | PoolTimeout | None = None
         try:
             with self.engine.connect() as conn:
@@ -187,7 +189,7 @@ class Database:
                     self._one_snapshot(conn)
                 with conn.begin():
                     if write:
-                        self.write_context.begin(conn)
+                        self.write_context.begin(conn, ids)
                     yield conn
                     if write:
                         self.write_context.end(conn)

@@ -19,6 +19,11 @@ one history entry: by transaction id on PostgreSQL, by a random token allotment
 draws per transaction elsewhere (there, two statements of an outside writer
 stay two entries).
 
+The request's ids travel as arguments from the handler (its
+``RequestContext.ids``) through ``retry.run_write`` and ``Database.write`` to
+``WriteContext.begin``, the statement that stamps them: nothing on the way
+reads a thread-local.
+
 The migration imports this module: it holds constants and the one function
 that sets the context, nothing that imports the rest of allotment.
 """
@@ -26,6 +31,7 @@ that sets the context, nothing that imports the rest of allotment.
 from __future__ import annotations
 
 import secrets
+from dataclasses import dataclass
 
 import sqlalchemy as sa
 
@@ -66,15 +72,17 @@ _SQLITE_HAS_CONTEXT = sa.text(
     f"SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '{SQLITE_CONTEXT}'")
 
 
-def _request_ids() -> tuple[str | None, str | None]:
-    """The current request's own id and the caller's global id (oslo.context's
-    thread-local context, which the request log middleware sets per request)."""
-    from oslo_context import context
+@dataclass(frozen=True)
+class RequestIds:
+    """The ids a write transaction's history entries carry: the request's own
+    and the caller's (nova's) global one; None for a write no request made
+    (the history's and the change log's trimming)."""
 
-    current = context.get_current()
-    if current is None:
-        return None, None
-    return current.request_id, current.global_request_id
+    request_id: str | None = None
+    global_request_id: str | None = None
+
+
+NO_REQUEST = RequestIds()
 
 
 class WriteContext:
@@ -85,9 +93,9 @@ class WriteContext:
         # SQLite: the table exists from migration 0005 on; checked until found.
         self._sqlite_ready = False
 
-    def begin(self, conn: sa.Connection) -> None:
+    def begin(self, conn: sa.Connection, ids: RequestIds = NO_REQUEST) -> None:
         """First statement of a write transaction: who writes, for which request."""
-        request_id, global_request_id = _request_ids()
+        request_id, global_request_id = ids.request_id, ids.global_request_id
         if self.dialect == "postgresql":
             conn.execute(_PG_SET, {"request_id": request_id or "",
                                    "global_request_id": global_request_id or ""})

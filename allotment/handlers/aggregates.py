@@ -15,7 +15,6 @@ from allotment.http import render
 from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.operations import UUID_PARAM, WRITE_REFUSALS, Operation, ok
-from allotment.http.request import require_json
 from allotment.ledger import aggregates, providers
 from allotment.ledger.errors import ProviderGenerationConflict
 from allotment.schemas import aggregates as schemas
@@ -42,27 +41,25 @@ class ProviderAggregates(Resource):
             "Replace a provider's aggregates", (ok(200, r.AGGREGATES),),
             rule="placement:resource_providers:aggregates:update", since="aggregates",
             refusals=WRITE_REFUSALS, path_params=UUID_PARAM,
+            # Upstream's ``require_content`` wraps this versioned handler: the
+            # body's media type is checked before the gate (415 at 1.0).
+            prologue=("content_type", "version", "policy"), body_after_provider=True,
             body=lambda v: (schemas.SET_1_19 if v.has("aggregates_generation")
                             else schemas.SET_1_1)),
     }
 
     def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        self.require_version(req)
-        self.authorize(req)
         with self.db.read() as conn:
             provider = providers.require(conn, uuid)
             uuids = aggregates.provider_aggregates(conn, provider.id)
         _send(req, resp, provider.generation, uuids)
 
     def on_put(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        require_json(req)
-        self.require_version(req)
-        self.authorize(req)
         with_generation = req.context.version.has("aggregates_generation")
-        data = self.body_for_provider(req, uuid, self.body_schema(req))
+        data = self.read_body(req, provider=uuid)
         uuids = data["aggregates"] if with_generation else data
         given = data["resource_provider_generation"] if with_generation else None
         with explain({ProviderGenerationConflict: lambda e: GENERATION_CHANGED}):
-            generation = self.run_write(lambda conn: aggregates.replace(
+            generation = self.run_write(req, lambda conn: aggregates.replace(
                 conn, uuid, uuids, given))
         _send(req, resp, generation, uuids)

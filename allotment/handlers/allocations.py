@@ -1,7 +1,7 @@
 """/allocations/{consumer_uuid} (GET, PUT, DELETE) and /allocations (POST, 1.13+).
 
 The handlers turn request bodies of every version into ``allocations.Claim``
-values and hand them to the ledger, which does the whole write in one
+values (``http.claims``) and hand them to the ledger, which does the whole write in one
 transaction (retried in a fresh one when it loses a race).
 """
 
@@ -10,16 +10,15 @@ from __future__ import annotations
 from typing import ClassVar
 
 import falcon
-from oslo_config import cfg
 
 from allotment import errors
 from allotment.handlers.base import Resource
 from allotment.http import render
+from allotment.http.claims import claim_from_body
 from allotment.http.context import Request
 from allotment.http.errors import explain
-from allotment.http.microversion import Version
 from allotment.http.operations import CONSUMER_PARAM, NO_BODY, WRITE_REFUSALS, Operation, ok
-from allotment.http.request import is_uuid_like, json_body, require_json
+from allotment.http.request import is_uuid_like
 from allotment.ledger import allocations
 from allotment.ledger.consumers import UNKNOWN_TYPE
 from allotment.ledger.errors import RetriesExhausted, UnknownResourceClass
@@ -29,36 +28,6 @@ from allotment.schemas import responses as r
 
 # How a lost race reads once the retries are used up (as upstream words it).
 RACE_PREFIX = "Inventory and/or allocations changed while attempting to allocate: "
-
-
-def claim_from_body(consumer_uuid: str, data: dict, version: Version,
-                    conf: cfg.ConfigOpts) -> allocations.Claim:
-    """One consumer's entry of a PUT or POST body, in any version's format."""
-    entries = data["allocations"]
-    if isinstance(entries, list):
-        # Before 1.12: a list of {resource_provider: {uuid}, resources}.
-        by_provider = {item["resource_provider"]["uuid"]: item["resources"]
-                       for item in entries}
-    else:
-        by_provider = {rp_uuid: entry["resources"] for rp_uuid, entry in entries.items()}
-    project_id: str
-    user_id: str
-    if data.get("project_id") is None:
-        # Before 1.8 the owner is not given: record the configured placeholders.
-        project_id = conf.placement.incomplete_consumer_project_id
-        user_id = conf.placement.incomplete_consumer_user_id
-    else:
-        # The schemas that accept a project_id require the user_id with it.
-        project_id, user_id = data["project_id"], data["user_id"]
-    return allocations.Claim(
-        consumer_uuid=consumer_uuid,
-        allocations=by_provider,
-        project_id=project_id,
-        user_id=user_id,
-        generation=data.get("consumer_generation"),
-        check_generation=version.has("consumer_generation"),
-        consumer_type=data.get("consumer_type") if version.has("consumer_types") else None,
-    )
 
 
 def consumer_body(req: Request, found: allocations.ConsumerAllocations | None) -> dict:
@@ -91,16 +60,13 @@ class Allocations(Resource):
     }
 
     def on_post(self, req: Request, resp: falcon.Response) -> None:
-        self.require_version(req)
-        require_json(req)
-        self.authorize(req)
         version = req.context.version
-        data = json_body(req, self.body_schema(req))
+        data = self.read_body(req)
         claims = [claim_from_body(uuid, entry, version, self.conf)
                   for uuid, entry in data.items()]
         with explain({UnknownResourceClass: lambda e: f"Unable to allocate inventory {e}",
                       RetriesExhausted: lambda e: RACE_PREFIX + str(e)}):
-            self.run_write(lambda conn: allocations.write(conn, claims),
+            self.run_write(req, lambda conn: allocations.write(conn, claims),
                            self.conf.placement.allocation_conflict_retry_count)
         render.no_content(resp)
 
@@ -121,7 +87,6 @@ class ConsumerAllocations(Resource):
     }
 
     def on_get(self, req: Request, resp: falcon.Response, consumer_uuid: str) -> None:
-        self.authorize(req)
         with self.db.read() as conn:
             found = allocations.for_consumer(conn, consumer_uuid)
         render.json_response(
@@ -129,24 +94,21 @@ class ConsumerAllocations(Resource):
             last_modified=render.newest(h.changed_at for h in found.held) if found else None)
 
     def on_put(self, req: Request, resp: falcon.Response, consumer_uuid: str) -> None:
-        require_json(req)
-        self.authorize(req)
         if not is_uuid_like(consumer_uuid):
             raise errors.BadRequest(f"Malformed consumer_uuid: {consumer_uuid}")
         consumer_uuid = normalize_uuid(consumer_uuid)
         version = req.context.version
-        data = json_body(req, self.body_schema(req))
+        data = self.read_body(req)
         claim = claim_from_body(consumer_uuid, data, version, self.conf)
         with explain({UnknownResourceClass: lambda e: "Unable to allocate inventory for "
                                                       f"consumer {consumer_uuid}: {e}",
                       RetriesExhausted: lambda e: RACE_PREFIX + str(e)}):
-            self.run_write(lambda conn: allocations.write(conn, [claim]),
+            self.run_write(req, lambda conn: allocations.write(conn, [claim]),
                            self.conf.placement.allocation_conflict_retry_count)
         render.no_content(resp)
 
     def on_delete(self, req: Request, resp: falcon.Response,
                   consumer_uuid: str) -> None:
-        self.authorize(req)
-        self.run_write(lambda conn: allocations.delete_for_consumer(
+        self.run_write(req, lambda conn: allocations.delete_for_consumer(
             conn, consumer_uuid), self.conf.placement.allocation_conflict_retry_count)
         render.no_content(resp)

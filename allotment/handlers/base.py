@@ -2,7 +2,8 @@
 
 Each class declares its ``operations`` (``allotment.http.operations``): the
 facts the handler serves by (policy rule, first microversion, schemas per
-version) and the OpenAPI document describes, in one place.
+version) and the OpenAPI document describes, in one place. ``prologue``
+applies them before any responder runs, so responders do the work only.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from allotment import errors
 from allotment.http.context import Request
 from allotment.http.microversion import Version
 from allotment.http.operations import Operation, Schema
-from allotment.http.request import json_body
+from allotment.http.request import json_body, require_json
 from allotment.ledger import providers, retry
 from allotment.services import Services
 
@@ -57,11 +58,47 @@ class Resource:
         """What the request's method is on this URI."""
         return self.operations[req.method]
 
-    def require_version(self, req: Request) -> None:
+    def prologue(self, req: Request) -> None:
+        """What every request to an operation passes before its responder runs.
+
+        The route must be served (``served``), then the operation's checks in
+        its order (``Operation.prologue``): the version gate, the body's media
+        type where a body is read at the request's version, the policy rule.
+        ``PlacementMiddleware.process_resource`` calls it once the route is
+        known; a method without an operation (HEAD, OPTIONS, one the URI never
+        has) has no prologue: Falcon answers it.
+        """
+        op = self.operations.get(req.method)
+        if op is None:
+            return
+        if not self.served(req):
+            # Exactly what a path without a route gets.
+            req.context.bare_error = True
+            raise falcon.HTTPRouteNotFound()
+        for step in op.prologue:
+            if step == "version":
+                self._require_version(req, op)
+            elif step == "content_type":
+                if op.reads_body(req.context.version):
+                    require_json(req)
+            elif step == "policy" and op.rule is not None:
+                self.services.policy.authorize(req.context.identity, op.rule,
+                                               self.policy_target(req))
+
+    def served(self, req: Request) -> bool:
+        """Is the route there (False: 404, as an unknown path)? Routes that an
+        option turns on say so here."""
+        return True
+
+    def policy_target(self, req: Request) -> Mapping[str, Any] | None:
+        """The target the operation's rule is checked against (None: the caller's
+        own project and user, as upstream checks rules that look at none)."""
+        return None
+
+    def _require_version(self, req: Request, op: Operation) -> None:
         """Refuse a request whose microversion predates the operation's ``since``:
         404 (the URI is not there yet) or, for a method the URI gained later, 405
         with the methods it has at that version."""
-        op = self.operation(req)
         if op.since is None or req.context.version.has(op.since):
             return
         if op.gated_by_method:
@@ -88,34 +125,31 @@ class Resource:
         # Upstream answers OPTIONS (outside CORS preflight) as a wrong method.
         raise falcon.HTTPMethodNotAllowed(self.allowed_methods())
 
-    def run_write(self, work: Callable[[Connection], T],
+    def run_write(self, req: Request, work: Callable[[Connection], T],
                   retries: int = retry.WRITE_RETRIES) -> T:
-        """``retry.run_write`` on the app's database, its lost races counted (and,
-        now and then, the history trimmed in the background)."""
+        """``retry.run_write`` on the app's database for ``req`` (whose ids the
+        history records), its lost races counted (and, now and then, the
+        history trimmed in the background)."""
         try:
-            return retry.run_write(self.db, work, retries, observer=self.services.counters)
+            return retry.run_write(self.db, work, retries, observer=self.services.counters,
+                                   ids=req.context.ids)
         finally:
             self.services.history_retention.due()
 
-    def authorize(self, req: Request, target: dict[str, Any] | None = None) -> None:
-        """The operation's policy rule, for the request's identity (403 if refused)."""
-        rule = self.operation(req).rule
-        if rule is None:
-            raise LookupError(f"{type(self).__name__} {req.method} names no policy rule")
-        self.services.policy.authorize(req.context.identity, rule, target)
-
-    def body_for_provider(self, req: Request, uuid: str,
-                          schema: Mapping[str, Any] | None = None) -> Any:
-        """The request's JSON body (validated against ``schema`` when given), for
-        a request addressed to provider ``uuid``.
-
-        Upstream looks the provider up before it reads the body: a body that is
-        no JSON, or fails ``schema``, is the provider's 404 when it is gone.
-        """
+    def read_body(self, req: Request, provider: str | None = None) -> Any:
+        """The request's JSON body, validated with the operation's schema at the
+        request's version (400 otherwise), or, for an operation whose body
+        upstream reads after looking up its ``provider``
+        (``Operation.body_after_provider``), that provider's 404 when it is gone."""
+        schema = self.body_schema(req)
         try:
             return json_body(req, schema)
         except errors.BadRequest:
-            self._require_provider(uuid)
+            if self.operation(req).body_after_provider:
+                if provider is None:
+                    raise LookupError(f"{type(self).__name__} {req.method} reads its body "
+                                      "after its provider: name the provider") from None
+                self._require_provider(provider)
             raise
 
     def _require_provider(self, uuid: str) -> None:

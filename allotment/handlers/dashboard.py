@@ -87,12 +87,14 @@ class DashboardResource(Resource, abc.ABC):
     # checks the rules that look at no target).
     target: ClassVar[Mapping[str, str] | None] = None
 
+    def served(self, req: Request) -> bool:
+        # With the dashboard off its data routes answer as unknown paths do.
+        return bool(self.conf.allotment.dashboard)
+
+    def policy_target(self, req: Request) -> Mapping[str, str] | None:
+        return None if self.target is None else dict(self.target)
+
     def on_get(self, req: Request, resp: falcon.Response, **params: str) -> None:
-        if not self.conf.allotment.dashboard:
-            # Exactly what a path without a route gets.
-            req.context.bare_error = True
-            raise falcon.HTTPRouteNotFound()
-        self.authorize(req, None if self.target is None else dict(self.target))
         require_utf8_path(req)
         q = query(req)
         validate_query(q, self.query_schema(req))

@@ -16,18 +16,15 @@ import falcon
 
 from allotment import errors
 from allotment.candidates import explain as diagnosis
-from allotment.handlers.allocation_candidates import (
-    client_gone,
-    render_body,
-    settings_from_conf,
-)
+from allotment.candidates.request import Settings
 from allotment.handlers.base import Resource
 from allotment.http import render
 from allotment.http.candidates_query import parse_request
+from allotment.http.candidates_render import render_body
 from allotment.http.context import Request
 from allotment.http.errors import explain as word_refusals
 from allotment.http.operations import Operation, Schema, ok
-from allotment.http.request import Query, excerpt, query
+from allotment.http.request import Query, client_gone, excerpt, query
 from allotment.ledger.errors import UnknownResourceClass
 from allotment.schemas import allocation_candidates as candidates
 from allotment.schemas import responses as r
@@ -43,10 +40,7 @@ def take_explain_limit(q: Query) -> int:
     What is left is the query string of GET /allocation_candidates, parsed
     as that endpoint parses it.
     """
-    values = q.getall(EXPLAIN_LIMIT)
-    # Query is a plain view of the pairs: drop the key from both of its forms.
-    q.pairs = [(key, value) for key, value in q.pairs if key != EXPLAIN_LIMIT]
-    q.multi.pop(EXPLAIN_LIMIT, None)
+    values = q.take(EXPLAIN_LIMIT)
     if not values:
         return DEFAULT_EXPLAIN_LIMIT
     if len(values) > 1:
@@ -80,13 +74,11 @@ class ExplainAllocationCandidates(Resource):
     }
 
     def on_get(self, req: Request, resp: falcon.Response) -> None:
-        self.require_version(req)
-        self.authorize(req)
         version = req.context.version
         q = query(req)
         sample_limit = take_explain_limit(q)
         request = parse_request(q, version)
-        settings = settings_from_conf(self.conf)
+        settings = Settings.from_conf(self.conf)
         with word_refusals({UnknownResourceClass: lambda e: "Invalid resource class in "
                                                             f"resources parameter: {e}"}), \
                 self.services.candidate_budget(client_gone(req)) as budget:

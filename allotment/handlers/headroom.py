@@ -23,14 +23,13 @@ import falcon
 
 from allotment import errors
 from allotment.candidates import headroom
-from allotment.handlers.allocation_candidates import client_gone
 from allotment.handlers.base import Resource
 from allotment.http import render
 from allotment.http.candidates_query import parse_request
 from allotment.http.context import Request
 from allotment.http.errors import explain as word_refusals
 from allotment.http.operations import Operation, Schema, ok
-from allotment.http.request import Query, excerpt, is_uuid_like, query
+from allotment.http.request import Query, client_gone, excerpt, is_uuid_like, query
 from allotment.ledger import capacity
 from allotment.ledger.errors import CandidatesTooSlow, UnknownResourceClass
 from allotment.schemas import allocation_candidates as candidates
@@ -52,15 +51,6 @@ _ADD_FORM = ("Expected 'add' in the form COUNTxCLASS:TOTAL[*ALLOCATION_RATIO],..
 def _bad(detail: str) -> errors.BadRequest:
     return errors.BadRequest(f"Invalid query string parameters: {detail}",
                              code=errors.QUERYPARAM_BAD_VALUE)
-
-
-def _take(q: Query, key: str) -> list[str]:
-    """The values of ``key``, removed from ``q`` (what is left is the candidates query)."""
-    values = q.getall(key)
-    # Query is a plain view of the pairs: drop the key from both of its forms.
-    q.pairs = [(k, value) for k, value in q.pairs if k != key]
-    q.multi.pop(key, None)
-    return values
 
 
 def parse_exclude_roots(values: list[str]) -> tuple[str, ...]:
@@ -106,12 +96,12 @@ def parse_template(value: str) -> headroom.HostTemplate:
 
 def take_what_if(q: Query) -> headroom.WhatIf:
     """``exclude_roots`` and ``add`` (each repeatable), removed from ``q``."""
-    templates = _take(q, ADD)
+    templates = q.take(ADD)
     if len(templates) > headroom.MAX_TEMPLATES:
         raise _bad(f"'{ADD}' may be given at most {headroom.MAX_TEMPLATES} times (host "
                    f"types to imagine). Got: {len(templates)}")
     return headroom.WhatIf(
-        exclude_roots=parse_exclude_roots(_take(q, EXCLUDE_ROOTS)),
+        exclude_roots=parse_exclude_roots(q.take(EXCLUDE_ROOTS)),
         add=tuple(parse_template(value) for value in templates))
 
 
@@ -151,8 +141,6 @@ class Headroom(Resource):
     }
 
     def on_get(self, req: Request, resp: falcon.Response) -> None:
-        self.require_version(req)
-        self.authorize(req)
         q = query(req)
         what_if = take_what_if(q)
         request = parse_request(q, req.context.version)

@@ -108,7 +108,6 @@ class AllocationHistory(Resource):
         description=_description(policy.HISTORY_ALLOCATIONS))}
 
     def on_get(self, req: Request, resp: falcon.Response) -> None:
-        self.authorize(req)
         q = query(req)
         validate_query(q, ALLOCATIONS_QUERY)
         window = _window(q)
@@ -129,7 +128,6 @@ class InventoryHistory(Resource):
         description=_description(policy.HISTORY_INVENTORIES))}
 
     def on_get(self, req: Request, resp: falcon.Response) -> None:
-        self.authorize(req)
         q = query(req)
         validate_query(q, INVENTORIES_QUERY)
         window = _window(q)

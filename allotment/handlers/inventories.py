@@ -24,7 +24,6 @@ from allotment.http.operations import (
     Operation,
     ok,
 )
-from allotment.http.request import require_json
 from allotment.ledger import inventories, providers
 from allotment.ledger.errors import (
     InvalidCapacity,
@@ -84,11 +83,11 @@ class ProviderInventories(Resource):
         "POST": Operation(
             "Create one inventory", (ok(201, r.INVENTORY, "Created", location=True),),
             rule="placement:resource_providers:inventories:create", refusals=WRITE_REFUSALS,
-            path_params=UUID_PARAM, body=lambda v: schemas.CREATE),
+            path_params=UUID_PARAM, body=lambda v: schemas.CREATE, body_after_provider=True),
         "PUT": Operation(
             "Replace all inventories", (ok(200, r.INVENTORIES),),
             rule="placement:resource_providers:inventories:update", refusals=WRITE_REFUSALS,
-            path_params=UUID_PARAM, body=lambda v: schemas.REPLACE),
+            path_params=UUID_PARAM, body=lambda v: schemas.REPLACE, body_after_provider=True),
         "DELETE": Operation(
             "Delete all inventories", (ok(204, NO_BODY),),
             rule="placement:resource_providers:inventories:delete",
@@ -97,29 +96,24 @@ class ProviderInventories(Resource):
     }
 
     def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        self.authorize(req)
         with explain({ProviderNotFound: _missing_provider(uuid)}), self.db.read() as conn:
             provider = providers.require(conn, uuid)
             records = inventories.get_inventories(conn, provider.id)
         _send_set(req, resp, provider.generation, records, from_db=True)
 
     def on_post(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        require_json(req)
-        self.authorize(req)
-        data = self.body_for_provider(req, uuid, self.body_schema(req))
+        data = self.read_body(req, provider=uuid)
         inv = inventories.from_request(data["resource_class"], data)
         prefix = f"Unable to create inventory for resource provider {uuid}: "
         with explain({InvalidCapacity: lambda e: prefix + str(e),
                       UnknownResourceClass: lambda e: prefix + str(e)}):
-            generation = self.run_write(lambda conn: inventories.create(
+            generation = self.run_write(req, lambda conn: inventories.create(
                 conn, uuid, inv, req.context.version.has("reserved_equals_total")))
         resp.set_header("Location", _inventory_url(req, uuid, inv.resource_class))
         _send_one(req, resp, generation, inv, status=201)
 
     def on_put(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        require_json(req)
-        self.authorize(req)
-        data = self.body_for_provider(req, uuid, self.body_schema(req))
+        data = self.read_body(req, provider=uuid)
         records = [inventories.from_request(name, fields)
                    for name, fields in data["inventories"].items()]
         with explain({
@@ -130,15 +124,13 @@ class ProviderInventories(Resource):
                                             f"resource provider {uuid}: {e}",
             InventoryInUse: lambda e: f"update conflict: {e}",
         }):
-            generation = self.run_write(lambda conn: inventories.replace_all(
+            generation = self.run_write(req, lambda conn: inventories.replace_all(
                 conn, uuid, data["resource_provider_generation"], records,
                 req.context.version.has("reserved_equals_total")))
         _send_set(req, resp, generation, records, from_db=False)
 
     def on_delete(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        self.require_version(req)
-        self.authorize(req)
-        self.run_write(lambda conn: inventories.replace_all(
+        self.run_write(req, lambda conn: inventories.replace_all(
             conn, uuid, None, [], reserved_may_equal_total=True))
         render.no_content(resp)
 
@@ -152,7 +144,8 @@ class ProviderInventory(Resource):
         "PUT": Operation(
             "Update one inventory", (ok(200, r.INVENTORY),),
             rule="placement:resource_providers:inventories:update", refusals=WRITE_REFUSALS,
-            path_params=UUID_PARAM | RC_PARAM, body=lambda v: schemas.INVENTORY),
+            path_params=UUID_PARAM | RC_PARAM, body=lambda v: schemas.INVENTORY,
+            body_after_provider=True),
         "DELETE": Operation(
             "Delete one inventory", (ok(204, NO_BODY),),
             rule="placement:resource_providers:inventories:delete", refusals=(409,),
@@ -161,7 +154,6 @@ class ProviderInventory(Resource):
 
     def on_get(self, req: Request, resp: falcon.Response, uuid: str,
                resource_class: str) -> None:
-        self.authorize(req)
         with explain({ProviderNotFound: _missing_provider(uuid)}), self.db.read() as conn:
             provider = providers.require(conn, uuid)
             records = inventories.get_inventories(conn, provider.id)
@@ -172,9 +164,7 @@ class ProviderInventory(Resource):
 
     def on_put(self, req: Request, resp: falcon.Response, uuid: str,
                resource_class: str) -> None:
-        require_json(req)
-        self.authorize(req)
-        data = self.body_for_provider(req, uuid, self.body_schema(req))
+        data = self.read_body(req, provider=uuid)
         inv = inventories.from_request(resource_class, data)
         with explain({
             ProviderGenerationConflict: lambda e: "resource provider generation conflict",
@@ -183,14 +173,13 @@ class ProviderInventory(Resource):
             InventoryNotFound: lambda e: "No inventory record with resource class for "
                                          f"resource provider {uuid}: {e}",
         }, answers={InventoryNotFound: (400, errors.DEFAULT)}):  # upstream's status here
-            generation = self.run_write(lambda conn: inventories.update(
+            generation = self.run_write(req, lambda conn: inventories.update(
                 conn, uuid, data["resource_provider_generation"], inv,
                 req.context.version.has("reserved_equals_total")))
         _send_one(req, resp, generation, inv)
 
     def on_delete(self, req: Request, resp: falcon.Response, uuid: str,
                   resource_class: str) -> None:
-        self.authorize(req)
         missing = f"No inventory of class {resource_class} found for delete"
         with explain({
             ResourceClassNotFound: lambda e: f"{missing}: {e}",
@@ -198,6 +187,6 @@ class ProviderInventory(Resource):
             InventoryInUse: lambda e: f"Unable to delete inventory of class {resource_class}: "
                                       f"{e}",
         }, answers={InventoryInUse: (409, errors.CONCURRENT_UPDATE)}):  # as upstream
-            self.run_write(lambda conn: inventories.delete(
+            self.run_write(req, lambda conn: inventories.delete(
                 conn, uuid, resource_class))
         render.no_content(resp)

@@ -42,13 +42,13 @@ class Metrics(Resource):
                     f"serves them without a token). Policy rule `{policy.METRICS}` "
                     "(default: admin; doc/source/operating/access.md).")}
 
+    def served(self, req: Request) -> bool:
+        # Only the WSGI layer that scrapes knows whether /metrics is this
+        # address's to serve (``[allotment] metrics`` on, no ``metrics_listen``).
+        return SCRAPE_ENVIRON in req.env
+
     def on_get(self, req: Request, resp: falcon.Response) -> None:
-        scrape = req.env.get(SCRAPE_ENVIRON)
-        if scrape is None:
-            # Exactly what a path without a route gets.
-            req.context.bare_error = True
-            raise falcon.HTTPRouteNotFound()
-        self.authorize(req)
+        scrape = req.env[SCRAPE_ENVIRON]
         body, headers = scrape(req.get_header("Accept-Encoding") or "")
         resp.status = 200
         resp.data = body

@@ -24,7 +24,6 @@ class ProviderAllocations(Resource):
     }
 
     def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        self.authorize(req)
         with explain({ProviderNotFound: lambda e: f"Resource provider '{uuid}' not found: {e}"}), \
                 self.db.read() as conn:
             provider = providers.require(conn, uuid)

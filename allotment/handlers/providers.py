@@ -12,7 +12,7 @@ from allotment.http import filter_params, render
 from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.operations import NO_BODY, UUID_PARAM, WRITE_REFUSALS, Operation, ok
-from allotment.http.request import json_body, query, require_json, validate_query
+from allotment.http.request import query, validate_query
 from allotment.ledger import providers
 from allotment.ledger.errors import (
     DuplicateProvider,
@@ -72,7 +72,6 @@ class ProviderCollection(Resource):
     }
 
     def on_get(self, req: Request, resp: falcon.Response) -> None:
-        self.authorize(req)
         version = req.context.version
         q = query(req)
         validate_query(q, self.query_schema(req))
@@ -95,11 +94,9 @@ class ProviderCollection(Resource):
         render.json_response(req, resp, body, last_modified=_last_modified(found))
 
     def on_post(self, req: Request, resp: falcon.Response) -> None:
-        require_json(req)
-        self.authorize(req)
         version = req.context.version
-        data = json_body(req, self.body_schema(req))
-        provider = self.run_write(lambda conn: providers.create(
+        data = self.read_body(req)
+        provider = self.run_write(req, lambda conn: providers.create(
             conn, data["name"], data.get("uuid"), data.get("parent_provider_uuid")))
         resp.set_header("Location", f"{req.env.get('SCRIPT_NAME', '')}"
                         f"/resource_providers/{provider.uuid}")
@@ -119,7 +116,7 @@ class Provider(Resource):
         "PUT": Operation(
             "Update (rename, re-parent) a resource provider", (ok(200, r.PROVIDER),),
             rule="placement:resource_providers:update", refusals=WRITE_REFUSALS,
-            path_params=UUID_PARAM,
+            path_params=UUID_PARAM, body_after_provider=True,
             body=lambda v: schemas.UPDATE_1_14 if v.has("provider_tree") else schemas.UPDATE),
         "DELETE": Operation(
             "Delete a resource provider", (ok(204, NO_BODY),),
@@ -128,20 +125,17 @@ class Provider(Resource):
     }
 
     def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        self.authorize(req)
         with self.db.read() as conn:
             provider = providers.require(conn, uuid)
         render.json_response(req, resp, provider_body(req, provider),
                              last_modified=_last_modified([provider]))
 
     def on_put(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        require_json(req)
-        self.authorize(req)
         version = req.context.version
-        data = self.body_for_provider(req, uuid, self.body_schema(req))
+        data = self.read_body(req, provider=uuid)
         with explain({DuplicateProvider: lambda e: f"Conflicting resource provider {e.value} "
                                                    "already exists."}):
-            provider = self.run_write(lambda conn: providers.update(
+            provider = self.run_write(req, lambda conn: providers.update(
                 conn, uuid, data["name"], move="parent_provider_uuid" in data,
                 parent_uuid=data.get("parent_provider_uuid"),
                 allow_reparenting=version.has("reparent")))
@@ -149,8 +143,7 @@ class Provider(Resource):
                              last_modified=_last_modified([provider]))
 
     def on_delete(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        self.authorize(req)
         with explain({ProviderNotFound: lambda e: f"{e} for delete"}):
-            self.run_write(lambda conn: providers.delete(conn, uuid))
+            self.run_write(req, lambda conn: providers.delete(conn, uuid))
         render.no_content(resp)
 

@@ -6,13 +6,12 @@ from typing import ClassVar
 
 import falcon
 
-from allotment.handlers.allocations import claim_from_body
 from allotment.handlers.base import Resource
 from allotment.http import render
+from allotment.http.claims import claim_from_body
 from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.operations import NO_BODY, WRITE_REFUSALS, Operation, ok
-from allotment.http.request import json_body, require_json
 from allotment.ledger import reshaper
 from allotment.ledger.errors import InventoryInUse, RetriesExhausted, UnknownResourceClass
 from allotment.schemas import reshaper as schemas
@@ -27,11 +26,8 @@ class Reshaper(Resource):
     }
 
     def on_post(self, req: Request, resp: falcon.Response) -> None:
-        self.require_version(req)
-        require_json(req)
-        self.authorize(req)
         version = req.context.version
-        data = json_body(req, self.body_schema(req))
+        data = self.read_body(req)
         new_inventories = [
             reshaper.NewInventory(provider_uuid=rp_uuid,
                                   generation=entry["resource_provider_generation"],
@@ -42,6 +38,6 @@ class Reshaper(Resource):
         with explain({UnknownResourceClass: lambda e: f"malformed reshaper data: {e}",
                       InventoryInUse: lambda e: f"update conflict: {e}",
                       RetriesExhausted: lambda e: f"update conflict: {e}"}):
-            self.run_write(lambda conn: reshaper.reshape(conn, new_inventories, claims),
+            self.run_write(req, lambda conn: reshaper.reshape(conn, new_inventories, claims),
                            self.conf.placement.allocation_conflict_retry_count)
         render.no_content(resp)

@@ -16,7 +16,7 @@ from allotment.http import render
 from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.operations import NAME_PARAM, NO_BODY, WRITE_REFUSALS, Operation, ok
-from allotment.http.request import json_body, require_json, validate
+from allotment.http.request import validate
 from allotment.ledger import resource_classes
 from allotment.ledger.errors import (
     ResourceClassExists,
@@ -51,8 +51,6 @@ class ResourceClassCollection(Resource):
     }
 
     def on_get(self, req: Request, resp: falcon.Response) -> None:
-        self.require_version(req)
-        self.authorize(req)
         with self.db.read() as conn:
             found = resource_classes.list_classes(conn)
         body = {"resource_classes": [_class_body(req, rc) for rc in found]}
@@ -60,14 +58,11 @@ class ResourceClassCollection(Resource):
                              last_modified=render.newest(_modified(rc) for rc in found))
 
     def on_post(self, req: Request, resp: falcon.Response) -> None:
-        self.require_version(req)
-        require_json(req)
-        self.authorize(req)
-        data = json_body(req, self.body_schema(req))
+        data = self.read_body(req)
         name = data["name"]
         with explain({ResourceClassExists: lambda e: "Conflicting resource class already "
                                                      f"exists: {e.name}"}):
-            self.run_write(lambda conn: resource_classes.create(conn, name))
+            self.run_write(req, lambda conn: resource_classes.create(conn, name))
         resp.set_header("Location", render.absolute_url(req, f"/resource_classes/{name}"))
         resp.status = 201
         resp.content_type = None
@@ -94,42 +89,34 @@ class ResourceClass(Resource):
     }
 
     def on_get(self, req: Request, resp: falcon.Response, name: str) -> None:
-        self.require_version(req)
-        self.authorize(req)
         with self.db.read() as conn:
             rc = resource_classes.require(conn, name)
         render.json_response(req, resp, _class_body(req, rc), last_modified=_modified(rc))
 
     def on_put(self, req: Request, resp: falcon.Response, name: str) -> None:
-        self.require_version(req)
         if req.context.version.has("resource_class_put_create"):
             self._ensure(req, resp, name)
         else:
             self._rename(req, resp, name)
 
     def _rename(self, req: Request, resp: falcon.Response, name: str) -> None:
-        require_json(req)
-        self.authorize(req)
-        data = json_body(req, self.body_schema(req))
+        data = self.read_body(req)
         with explain({ResourceClassExists: lambda e: f"Resource class already exists: {e.name}"}):
-            rc = self.run_write(lambda conn: resource_classes.rename(
+            rc = self.run_write(req, lambda conn: resource_classes.rename(
                 conn, name, data["name"]))
         # Upstream sends no cache headers here.
         render.json_response(req, resp, _class_body(req, rc), cache_headers=False)
 
     def _ensure(self, req: Request, resp: falcon.Response, name: str) -> None:
-        self.authorize(req)
         # The URL's name must pass the same schema as a POSTed body.
         validate({"name": name}, schemas.CLASS)
-        created = self.run_write(lambda conn: resource_classes.ensure(conn, name))
+        created = self.run_write(req, lambda conn: resource_classes.ensure(conn, name))
         resp.status = 201 if created else 204
         resp.content_type = None
         resp.set_header("Location", render.absolute_url(req, f"/resource_classes/{name}"))
 
     def on_delete(self, req: Request, resp: falcon.Response, name: str) -> None:
-        self.require_version(req)
-        self.authorize(req)
         with explain({StandardResourceClass: lambda e: f"Error in delete resource class: {e}",
                       ResourceClassInUse: lambda e: f"Error in delete resource class: {e}"}):
-            self.run_write(lambda conn: resource_classes.delete(conn, name))
+            self.run_write(req, lambda conn: resource_classes.delete(conn, name))
         render.no_content(resp)

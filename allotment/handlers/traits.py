@@ -20,7 +20,7 @@ from allotment.http.operations import (
     Operation,
     ok,
 )
-from allotment.http.request import json_body, query, require_json, validate, validate_query
+from allotment.http.request import query, validate, validate_query
 from allotment.ledger import providers, traits
 from allotment.ledger.errors import (
     ProviderGenerationConflict,
@@ -66,8 +66,6 @@ class TraitCollection(Resource):
     }
 
     def on_get(self, req: Request, resp: falcon.Response) -> None:
-        self.require_version(req)
-        self.authorize(req)
         q = query(req)
         validate_query(q, self.query_schema(req))
         filters: dict[str, Any] = {}
@@ -102,8 +100,6 @@ class Trait(Resource):
     }
 
     def on_get(self, req: Request, resp: falcon.Response, name: str) -> None:
-        self.require_version(req)
-        self.authorize(req)
         # Upstream catches a missing trait here (so its 404 carries Vary).
         with explain({TraitNotFound: str}), self.db.read() as conn:
             trait = traits.require(conn, name)
@@ -112,13 +108,11 @@ class Trait(Resource):
             render.set_cache_headers(resp, trait.created_at)
 
     def on_put(self, req: Request, resp: falcon.Response, name: str) -> None:
-        self.require_version(req)
-        self.authorize(req)
         try:
             validate(name, schemas.CUSTOM_TRAIT)
         except errors.BadRequest:
             raise errors.BadRequest(_INVALID_TRAIT) from None
-        trait, created = self.run_write(lambda conn: traits.ensure(conn, name))
+        trait, created = self.run_write(req, lambda conn: traits.ensure(conn, name))
         render.no_content(resp)
         resp.status = 201 if created else 204
         resp.set_header("Location", render.absolute_url(req, f"/traits/{name}"))
@@ -126,10 +120,8 @@ class Trait(Resource):
             render.set_cache_headers(resp, trait.created_at)
 
     def on_delete(self, req: Request, resp: falcon.Response, name: str) -> None:
-        self.require_version(req)
-        self.authorize(req)
         with explain({TraitNotFound: str}):
-            self.run_write(lambda conn: traits.delete(conn, name))
+            self.run_write(req, lambda conn: traits.delete(conn, name))
         render.no_content(resp)
 
 
@@ -156,8 +148,6 @@ class ProviderTraits(Resource):
         render.json_response(req, resp, body, last_modified=_last_modified(found))
 
     def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        self.require_version(req)
-        self.authorize(req)
         with explain({ProviderNotFound: lambda e: f"No resource provider with uuid {uuid} "
                                                   f"found: {e}"}), self.db.read() as conn:
             provider = providers.require(conn, uuid)
@@ -165,19 +155,14 @@ class ProviderTraits(Resource):
         self._send(req, resp, provider.generation, found)
 
     def on_put(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        self.require_version(req)
-        require_json(req)
-        self.authorize(req)
-        data = json_body(req, self.body_schema(req))
+        data = self.read_body(req)
         with explain({ProviderGenerationConflict: lambda e: GENERATION_CHANGED,
                       UnknownTraits: lambda e: f"No such trait {', '.join(e.names)}"}):
-            generation, found = self.run_write(lambda conn: (
+            generation, found = self.run_write(req, lambda conn: (
                 traits.replace_for_provider(conn, uuid, data["resource_provider_generation"],
                                             data["traits"])))
         self._send(req, resp, generation, found)
 
     def on_delete(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        self.require_version(req)
-        self.authorize(req)
-        self.run_write(lambda conn: traits.clear_for_provider(conn, uuid))
+        self.run_write(req, lambda conn: traits.clear_for_provider(conn, uuid))
         render.no_content(resp)

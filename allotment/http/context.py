@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import falcon
 
+from allotment.db.writer import RequestIds
 from allotment.http.environ import Identity
 from allotment.http.microversion import Version
 
@@ -11,11 +12,13 @@ from allotment.http.microversion import Version
 class RequestContext:
     """Filled by ``PlacementMiddleware`` before any handler runs."""
 
-    __slots__ = ("bare_error", "holds_own_slot", "identity", "max_json_depth", "negotiated",
-                 "request_id")
+    __slots__ = ("bare_error", "global_request_id", "holds_own_slot", "identity",
+                 "max_json_depth", "negotiated", "request_id")
 
     def __init__(self) -> None:
         self.request_id: str | None = None
+        # The caller's own request id (nova's), when it sent a valid one.
+        self.global_request_id: str | None = None
         self.identity: Identity | None = None
         # None until negotiated, and for errors raised before negotiation.
         self.negotiated: Version | None = None
@@ -27,6 +30,11 @@ class RequestContext:
         # One of the worker's ``[allotment] own_routes_slots`` is held (released
         # on the way out).
         self.holds_own_slot = False
+
+    @property
+    def ids(self) -> RequestIds:
+        """The ids the history records for this request's writes."""
+        return RequestIds(self.request_id, self.global_request_id)
 
     @property
     def version(self) -> Version:

@@ -1,6 +1,7 @@
 """What the WSGI layers leave in the environ for the ones inside them.
 
-The request id (``auth.RequestIdMiddleware``, outermost) and the caller's
+The request id (``auth.RequestIdMiddleware``, outermost), the caller's own
+request id when it is a valid one (``requestlog.RequestLog``) and the caller's
 ``Identity`` (``auth.IdentityMiddleware``), read by the Falcon middleware,
 the request log, policy and /metrics. A leaf: it imports nothing of
 allotment, so that each of those can import it without importing the
@@ -12,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 REQUEST_ID_ENVIRON = "openstack.request_id"
+GLOBAL_REQUEST_ID_ENVIRON = "allotment.global_request_id"
 IDENTITY_ENVIRON = "allotment.identity"
 
 

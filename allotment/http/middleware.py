@@ -2,8 +2,16 @@
 
 Order: request id and identity from the WSGI layers below, then microversion
 negotiation and the body preconditions; once the route is known, the Accept
-check where the route's operation negotiates it (``Operation.accept``); on the
-way out the microversion and request-id headers.
+check where the route's operation negotiates it (``Operation.accept``), an
+own-route slot, and the operation's prologue (the handler's ``prologue``: the
+version gate, the body's media type and the policy rule, in the order its
+``Operation`` declares); on the way out the microversion and request-id
+headers.
+
+The prologue runs here, not in each responder: Falcon calls
+``process_resource`` once per request, after routing and before whichever
+responder it picks, so every operation passes the same checks in the order
+its data says, and no responder can forget or reorder one.
 
 Requests to allotment's own read routes (a handler class with ``own_route``)
 each hold one of the worker's ``own_routes_slots`` from the moment the route
@@ -23,7 +31,11 @@ from oslo_config import cfg
 from allotment import errors
 from allotment.http import microversion
 from allotment.http.context import Request
-from allotment.http.environ import IDENTITY_ENVIRON, REQUEST_ID_ENVIRON
+from allotment.http.environ import (
+    GLOBAL_REQUEST_ID_ENVIRON,
+    IDENTITY_ENVIRON,
+    REQUEST_ID_ENVIRON,
+)
 from allotment.http.operations import Operation
 from allotment.http.request import NUL_REFUSED, accepts_json
 
@@ -62,6 +74,7 @@ class PlacementMiddleware:
         env = req.env
         limits = self.limits
         req.context.request_id = env.get(REQUEST_ID_ENVIRON)
+        req.context.global_request_id = env.get(GLOBAL_REQUEST_ID_ENVIRON)
         req.context.identity = env.get(IDENTITY_ENVIRON)
         req.context.max_json_depth = limits.max_json_depth
         headers = {}
@@ -116,6 +129,11 @@ class PlacementMiddleware:
                     f"{OWN_ROUTE_RETRY_AFTER} second.", status=503,
                     headers={"Retry-After": str(OWN_ROUTE_RETRY_AFTER)})
             req.context.holds_own_slot = True
+        # ``allotment.handlers.base.Resource.prologue`` (the layers go down:
+        # this module knows handlers only by the method they have).
+        prologue = getattr(resource, "prologue", None)
+        if prologue is not None:
+            prologue(req)
 
     def process_response(self, req: Request, resp: falcon.Response, resource: object,
                          req_succeeded: bool) -> None:

@@ -3,10 +3,15 @@
 Each handler class (``allotment.handlers``) carries ``operations``: per HTTP
 method, an ``Operation`` naming its policy rule, the microversion fact from
 which it exists, the JSON Schemas it validates the body and query string
-with at each microversion, and the answers it gives. The handler reads them
-as it serves (``Resource.authorize``, ``require_version``, ``body_schema``,
-``query_schema``); ``allotment.openapi`` builds the document from the same
-objects, through the route table ``allotment.wsgi`` serves.
+with at each microversion, and the answers it gives. One prologue applies
+them before the responder runs (``Resource.prologue``, called by the
+middleware once the route is known): the version gate, the body's media type
+and the policy rule, in ``PROLOGUE``'s order or the operation's own where
+upstream's differs. Responders read the body with its schema
+(``Resource.read_body``, after the provider where upstream looks it up first)
+and the query string with ``query_schema``; ``allotment.openapi`` builds the
+document from the same objects, through the route table ``allotment.wsgi``
+serves.
 """
 
 from __future__ import annotations
@@ -18,6 +23,15 @@ from typing import Any, ClassVar, Literal, Protocol
 from allotment.http.microversion import MAX_VERSION, MIN_VERSION, Version
 
 Schema = dict[str, Any]
+
+# One check of the prologue: the version gate (404, or 405 for a method gate),
+# the body's media type where the operation reads a body at the request's
+# version (415), the policy rule (403).
+Step = Literal["version", "content_type", "policy"]
+# The order upstream's handler decorators give most operations: the versioned
+# handler is chosen first, ``require_content`` wraps it, the policy check is
+# the handler's first line.
+PROLOGUE: tuple[Step, ...] = ("version", "content_type", "policy")
 
 
 @dataclass(frozen=True)
@@ -56,6 +70,16 @@ class Operation:
     # ``since`` is the gate's 404 first), before it, or never (the answer is
     # sent whatever Accept says).
     accept: Literal["after_gate", "before_gate"] | None = "after_gate"
+    # The order of the prologue's checks, where upstream's is not ``PROLOGUE``'s.
+    prologue: tuple[Step, ...] = PROLOGUE
+    # Upstream looks the provider of the URI up before it reads the body: a body
+    # that is no JSON, or fails ``body``, is the provider's 404 when it is gone
+    # (``Resource.read_body``).
+    body_after_provider: bool = False
+
+    def reads_body(self, version: Version) -> bool:
+        """Does the operation read a JSON body at ``version`` (415 for another type)?"""
+        return self.body is not None and self.body(version) is not None
 
     def negotiates_accept(self, version: Version) -> bool:
         """Is a request at ``version`` refused 406 when its Accept rules JSON out?"""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import uuid as uuidlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, unquote_to_bytes
 
@@ -284,6 +284,15 @@ class Query:
     def getall(self, key: str) -> list[str]:
         return self.multi.get(key, [])
 
+    def take(self, key: str) -> list[str]:
+        """The values of ``key``, removed from the query: what is left is read as
+        another endpoint reads its own (explain's and headroom's parameters, then
+        the candidates' query string)."""
+        values = self.multi.pop(key, [])
+        if values:
+            self.pairs = [(k, value) for k, value in self.pairs if k != key]
+        return values
+
     def single_dict(self) -> dict[str, str]:
         """Last value for each key, for schema validation."""
         return {key: values[-1] for key, values in self.multi.items()}
@@ -295,3 +304,10 @@ def query(req: Request) -> Query:
 
 def validate_query(q: Query, schema: Mapping) -> None:
     validate(q.single_dict(), schema, what="query")
+
+
+def client_gone(req: Request) -> Callable[[], bool] | None:
+    """waitress's test for a client that closed its connection, when serving under it
+    (a long search or audit stops when its client has gone)."""
+    test = req.env.get("waitress.client_disconnected")
+    return test if callable(test) else None

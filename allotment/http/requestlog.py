@@ -26,7 +26,11 @@ from types import TracebackType
 import webob.exc
 from oslo_context import context as oslo_context
 
-from allotment.http.environ import IDENTITY_ENVIRON, REQUEST_ID_ENVIRON
+from allotment.http.environ import (
+    GLOBAL_REQUEST_ID_ENVIRON,
+    IDENTITY_ENVIRON,
+    REQUEST_ID_ENVIRON,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -85,10 +89,13 @@ class RequestLog:
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
         started = time.monotonic()
         caller_id = environ.get("HTTP_X_OPENSTACK_REQUEST_ID", "")
+        global_request_id = caller_id if _GLOBAL_REQUEST_ID.fullmatch(caller_id) else None
+        # The handlers read it from here for the history (``RequestContext``),
+        # the log lines from the thread's oslo.context.
+        environ[GLOBAL_REQUEST_ID_ENVIRON] = global_request_id
         context = oslo_context.RequestContext(
             request_id=environ.get(REQUEST_ID_ENVIRON),
-            global_request_id=caller_id if _GLOBAL_REQUEST_ID.fullmatch(caller_id) else None,
-            overwrite=True)
+            global_request_id=global_request_id, overwrite=True)
         environ[CONTEXT_ENVIRON] = context
         response = _Response()
 

@@ -35,6 +35,7 @@ from sqlalchemy.exc import DBAPIError
 
 from allotment.db.engine import Database
 from allotment.db.errors import BrokenTrigger, DuplicateKey, LostRace, meaning
+from allotment.db.writer import NO_REQUEST, RequestIds
 from allotment.ledger.errors import Race, RetriesExhausted
 
 LOG = logging.getLogger(__name__)
@@ -118,13 +119,14 @@ class Attempt:
     swallows the exception when it was a lost race, so the loop goes on.
     """
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, ids: RequestIds = NO_REQUEST) -> None:
         self._db = db
+        self._ids = ids
         self._transaction: contextlib.AbstractContextManager[Connection] | None = None
         self.lost_to: BaseException | None = None
 
     def __enter__(self) -> Connection:
-        self._transaction = self._db.write()
+        self._transaction = self._db.write(self._ids)
         return self._transaction.__enter__()
 
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
@@ -150,7 +152,8 @@ def _lost_race(exc: BaseException | None) -> bool:
 
 
 def attempts(db: Database, retries: int = WRITE_RETRIES,
-             observer: RetryObserver | None = None) -> Iterator[Attempt]:
+             observer: RetryObserver | None = None,
+             ids: RequestIds = NO_REQUEST) -> Iterator[Attempt]:
     """Write transactions until one commits; ``RetriesExhausted`` after ``retries`` more.
 
     Use as::
@@ -162,12 +165,13 @@ def attempts(db: Database, retries: int = WRITE_RETRIES,
     A body that loses a race (``Race``, a deadlock, a lock timeout, a unique
     key taken meanwhile) is rolled back and run again from the top in a new
     transaction, which sees the winner's commit. Any other exception ends the
-    loop at once. ``observer``, when given, hears of each retry and of the end.
+    loop at once. ``observer``, when given, hears of each retry and of the end;
+    ``ids`` are the request's, which the history records for each transaction.
     """
     number = 0  # races lost so far
     broken = 0  # attempts that met a trigger the server could not parse
     while True:
-        attempt = Attempt(db)
+        attempt = Attempt(db, ids)
         yield attempt
         lost_to = attempt.lost_to
         if lost_to is None:
@@ -203,17 +207,18 @@ def attempts(db: Database, retries: int = WRITE_RETRIES,
 
 
 def run_write(db: Database, work: Callable[[Connection], T],
-              retries: int = WRITE_RETRIES, observer: RetryObserver | None = None) -> T:
+              retries: int = WRITE_RETRIES, observer: RetryObserver | None = None,
+              ids: RequestIds = NO_REQUEST) -> T:
     """Run ``work(conn)`` in a write transaction; on a lost race, again in a new one.
 
     ``retries`` is how many times a lost race is tried again before
     ``RetriesExhausted``: for claims and reshapes ``[placement]
     allocation_conflict_retry_count``, for other writes ``WRITE_RETRIES``
     (an operator who sets the option to 0 to see claim conflicts at once
-    keeps the protection of other writes against deadlocks). ``observer``:
-    as for ``attempts``.
+    keeps the protection of other writes against deadlocks). ``observer``
+    and ``ids``: as for ``attempts``.
     """
-    for transaction in attempts(db, retries, observer):
+    for transaction in attempts(db, retries, observer, ids):
         with transaction as conn:
             result = work(conn)
         # Returned only once the commit (on leaving the ``with``) held: a
