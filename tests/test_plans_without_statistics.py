@@ -128,6 +128,12 @@ CASES: dict[str, Callable[[sa.Connection], object]] = {
     "project usages": lambda c: usages.for_project(c, PROJECT, None),
     "project and user usages": lambda c: usages.for_project(c, PROJECT, USER),
     "project usages by type": lambda c: usages.for_project_by_type(c, PROJECT, None, "all"),
+    # 1.38+ without consumer_type: one group per type, the default answer.
+    "project usages per type": lambda c: usages.for_project_by_type(c, PROJECT, None, None),
+    "project and user usages per type": lambda c: usages.for_project_by_type(
+        c, PROJECT, USER, None),
+    "project usages of no type": lambda c: usages.for_project_by_type(
+        c, PROJECT, None, "unknown"),
     "project usages of one type": lambda c: usages.for_project_by_type(
         c, PROJECT, USER, "INSTANCE"),
     # Claims (tests/test_claim_statements.py's) and a release.
