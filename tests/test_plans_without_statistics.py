@@ -15,8 +15,11 @@ SQL (``tests/support/bulk_cloud``: 10,000 providers, 100,000 consumers,
 their real parameters, and asks the database to EXPLAIN each: no sequential
 (PostgreSQL) or full (MariaDB: ``ALL``, or ``index`` with a condition to
 filter) scan of a large table, and no hash or merge join (PostgreSQL), may
-appear. SQLite has no such planner trouble (its planner assumes indexes help
-and has no statistics unless ANALYZE is run) and is not loaded here.
+appear. The same check runs on the requests themselves, through the app:
+what a handler asks of the ledger (a default filled in, a microversion's
+grouping) is part of the statement. SQLite has no such planner trouble (its
+planner assumes indexes help and has no statistics unless ANALYZE is run)
+and is not loaded here.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import sqlalchemy as sa
 
 from allotment.candidates import model
 from allotment.candidates.feed import Feed, Kind, Position
-from allotment.db.engine import create_engine
+from allotment.db.engine import Database, create_engine
 from allotment.ledger import (
     aggregates,
     allocations,
@@ -43,9 +46,16 @@ from allotment.ledger import (
     usages,
 )
 from allotment.ledger.filters import AggregateFilter, TraitFilter
-from tests.conftest import _backends, _create_server_database, _drop_server_database
+from allotment.wsgi import make_app
+from tests.conftest import (
+    _backends,
+    _create_server_database,
+    _drop_server_database,
+    make_conf,
+)
 from tests.support import bulk_cloud
 from tests.support.bulk_cloud import SHARING_TRAIT, uuid_of
+from tests.support.client import PlacementClient
 
 SERVERS = [backend for backend in _backends() if backend in ("postgresql", "mysql")]
 
@@ -106,6 +116,7 @@ def _poll(conn: sa.Connection) -> None:
 
 
 _WINDOW = history.Window(limit=50)
+_DECADE = 10 * 365 * 86400.0
 _SHARING = providers.ProviderQuery(
     member_of=AggregateFilter(required=[{uuid_of("aggregate", a) for a in range(1, 5)}]),
     required=TraitFilter(required=[{SHARING_TRAIT}]))
@@ -155,6 +166,11 @@ CASES: dict[str, Callable[[sa.Connection], object]] = {
     "inventory history of a provider": lambda c: history.inventory_changes(
         c, _WINDOW, provider_uuid=RP_UUID),
     "latest of a provider": lambda c: history.latest_for_provider(c, RP_UUID, 5),
+    # The change log trim a request runs after answering, once a minute: in
+    # the steady state few rows are old enough (a retention longer than the
+    # load's age here; with an hour's, every loaded row goes and reading them
+    # all is right).
+    "change log trim": lambda c: Feed(c.dialect.name, _DECADE).trim(c),
 }
 
 # Cases this test finds and that are not fixed yet, as (database, case):
@@ -231,6 +247,78 @@ def test_no_statement_scans_without_statistics(fresh: sa.Engine, case: str,
         request.applymarker(pytest.mark.xfail(strict=True, reason="not fixed yet"))
     sent = _statements(fresh, CASES[case])
     assert sent, "the case sent no statement to explain"
+    bad = {" ".join(statement.split())[:200]: found for statement, parameters in sent
+           if (found := scans(fresh, statement, parameters))}
+    assert not bad, bad
+
+
+# The requests nova and operators send, at microversion 1.39 (GET /usages
+# then groups by consumer type). The writes use a consumer of their own
+# and leave the tables as they found them (the history and change log grow).
+_OWN = "99999999-0000-4000-8000-000000000002"
+_AGGREGATES = ",".join(uuid_of("aggregate", a) for a in range(1, 5))
+_OWN_CLAIM = {"allocations": {RP_UUID: {"resources": {"VCPU": 1}}}, "project_id": PROJECT,
+              "user_id": USER, "consumer_type": "INSTANCE"}
+REQUESTS: dict[str, tuple[str, str, Any]] = {
+    "GET provider": ("GET", f"/resource_providers/{RP_UUID}", None),
+    "GET provider allocations": ("GET", f"/resource_providers/{RP_UUID}/allocations", None),
+    "GET consumer allocations": ("GET", f"/allocations/{CONSUMER}", None),
+    "GET provider aggregates": ("GET", f"/resource_providers/{RP_UUID}/aggregates", None),
+    "GET provider traits": ("GET", f"/resource_providers/{RP_UUID}/traits", None),
+    "GET provider inventories": ("GET", f"/resource_providers/{RP_UUID}/inventories", None),
+    "GET sharing providers": ("GET", f"/resource_providers?member_of=in:{_AGGREGATES}"
+                              f"&required={SHARING_TRAIT}", None),
+    "GET provider tree": ("GET", f"/resource_providers?in_tree={RP_UUID}", None),
+    "GET provider usages": ("GET", f"/resource_providers/{RP_UUID}/usages", None),
+    "GET project usages": ("GET", f"/usages?project_id={PROJECT}", None),
+    "GET project and user usages": ("GET", f"/usages?project_id={PROJECT}&user_id={USER}", None),
+    "GET project usages, all types": ("GET", f"/usages?project_id={PROJECT}&consumer_type=all",
+                                      None),
+    "GET project usages of a type": ("GET", f"/usages?project_id={PROJECT}"
+                                     "&consumer_type=INSTANCE", None),
+    "PUT a new consumer's claim": ("PUT", f"/allocations/{_OWN}",
+                                   {**_OWN_CLAIM, "consumer_generation": None}),
+    "POST a replacing claim": ("POST", "/allocations", {_OWN: {
+        **_OWN_CLAIM, "allocations": {uuid_of("provider", 99): {"resources": {"VCPU": 1}}},
+        "consumer_generation": 1}}),
+    "DELETE the claim": ("DELETE", f"/allocations/{_OWN}", None),
+    "GET history of a consumer": ("GET", f"/history/allocations?consumer_uuid={CONSUMER}", None),
+    "GET history of a provider": ("GET", "/history/allocations?resource_provider_uuid="
+                                  f"{RP_UUID}", None),
+    "GET history of a project": ("GET", f"/history/allocations?project_id={PROJECT}", None),
+    "GET history": ("GET", "/history/allocations", None),
+    "GET inventory history": ("GET", "/history/inventories?resource_provider_uuid="
+                              f"{RP_UUID}", None),
+}
+
+
+@pytest.fixture(scope="module")
+def client(fresh: sa.Engine) -> PlacementClient:
+    """The app over the fresh database (the read model is not asked: its full
+    load reads everything, as it should)."""
+    conf = make_conf(fresh.url.render_as_string(hide_password=False))
+    return PlacementClient(make_app(conf, db=Database(fresh), prepare=False), version="1.39")
+
+
+@pytest.mark.parametrize("name", list(REQUESTS))
+def test_no_request_scans_without_statistics(fresh: sa.Engine, client: PlacementClient,
+                                             name: str) -> None:
+    method, path, body = REQUESTS[name]
+    sent: list[tuple[str, Any]] = []
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any,
+               executemany: bool) -> None:
+        if not executemany and statement.lstrip().upper().startswith(
+                ("SELECT", "DELETE", "UPDATE", "WITH")):
+            sent.append((statement, parameters))
+
+    sa.event.listen(fresh, "before_cursor_execute", record)
+    try:
+        resp = client.request(method, path, body)
+    finally:
+        sa.event.remove(fresh, "before_cursor_execute", record)
+    assert resp.status < 300, resp
+    assert sent, "the request sent no statement to explain"
     bad = {" ".join(statement.split())[:200]: found for statement, parameters in sent
            if (found := scans(fresh, statement, parameters))}
     assert not bad, bad
