@@ -15,8 +15,11 @@ SQL (``tests/support/bulk_cloud``: 10,000 providers, 100,000 consumers,
 their real parameters, and asks the database to EXPLAIN each: no sequential
 (PostgreSQL) or full (MariaDB: ``ALL``, or ``index`` with a condition to
 filter) scan of a large table, and no hash or merge join (PostgreSQL), may
-appear. SQLite has no such planner trouble (its planner assumes indexes help
-and has no statistics unless ANALYZE is run) and is not loaded here.
+appear. The same check runs on the requests themselves, through the app:
+what a handler asks of the ledger (a default filled in, a microversion's
+grouping) is part of the statement. SQLite has no such planner trouble (its
+planner assumes indexes help and has no statistics unless ANALYZE is run)
+and is not loaded here.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -31,7 +35,7 @@ import sqlalchemy as sa
 
 from allotment.candidates import model
 from allotment.candidates.feed import Feed, Kind, Position
-from allotment.db.engine import create_engine
+from allotment.db.engine import Database, create_engine
 from allotment.ledger import (
     aggregates,
     allocations,
@@ -43,9 +47,16 @@ from allotment.ledger import (
     usages,
 )
 from allotment.ledger.filters import AggregateFilter, TraitFilter
-from tests.conftest import _backends, _create_server_database, _drop_server_database
+from allotment.wsgi import make_app
+from tests.conftest import (
+    _backends,
+    _create_server_database,
+    _drop_server_database,
+    make_conf,
+)
 from tests.support import bulk_cloud
 from tests.support.bulk_cloud import SHARING_TRAIT, uuid_of
+from tests.support.client import PlacementClient
 
 SERVERS = [backend for backend in _backends() if backend in ("postgresql", "mysql")]
 
@@ -91,6 +102,14 @@ def _replace(conn: sa.Connection) -> None:
         consumer_type="INSTANCE")])
 
 
+def _bulk_claim(conn: sa.Connection) -> None:
+    """One request claiming for 40 new consumers, each on a provider of its own."""
+    allocations.write(conn, [allocations.Claim(
+        consumer_uuid=f"99999999-0000-4000-8000-1{n:011d}",
+        allocations={uuid_of("provider", 2000 + n): {"VCPU": 1}}, project_id=PROJECT,
+        user_id=USER, consumer_type="INSTANCE") for n in range(40)])
+
+
 def _model_upkeep(conn: sa.Connection) -> None:
     """The read model re-reading what a poll of the change log named."""
     state = model.State()
@@ -106,6 +125,7 @@ def _poll(conn: sa.Connection) -> None:
 
 
 _WINDOW = history.Window(limit=50)
+_DECADE = 10 * 365 * 86400.0
 _SHARING = providers.ProviderQuery(
     member_of=AggregateFilter(required=[{uuid_of("aggregate", a) for a in range(1, 5)}]),
     required=TraitFilter(required=[{SHARING_TRAIT}]))
@@ -128,12 +148,19 @@ CASES: dict[str, Callable[[sa.Connection], object]] = {
     "project usages": lambda c: usages.for_project(c, PROJECT, None),
     "project and user usages": lambda c: usages.for_project(c, PROJECT, USER),
     "project usages by type": lambda c: usages.for_project_by_type(c, PROJECT, None, "all"),
+    # 1.38+ without consumer_type: one group per type, the default answer.
+    "project usages per type": lambda c: usages.for_project_by_type(c, PROJECT, None, None),
+    "project and user usages per type": lambda c: usages.for_project_by_type(
+        c, PROJECT, USER, None),
+    "project usages of no type": lambda c: usages.for_project_by_type(
+        c, PROJECT, None, "unknown"),
     "project usages of one type": lambda c: usages.for_project_by_type(
         c, PROJECT, USER, "INSTANCE"),
     # Claims (tests/test_claim_statements.py's) and a release.
     "claim": _claim,
     "replacing a consumer's claim": _replace,
     "release": lambda c: allocations.delete_for_consumer(c, CONSUMER),
+    "claim on 40 providers": _bulk_claim,
     # The read model's upkeep: a request's poll of the change log, what it
     # re-reads, and where a full load starts.
     "change log poll": _poll,
@@ -149,11 +176,24 @@ CASES: dict[str, Callable[[sa.Connection], object]] = {
     "inventory history of a provider": lambda c: history.inventory_changes(
         c, _WINDOW, provider_uuid=RP_UUID),
     "latest of a provider": lambda c: history.latest_for_provider(c, RP_UUID, 5),
+    # The change log trim a request runs after answering, once a minute: in
+    # the steady state few rows are old enough (a retention longer than the
+    # load's age here; with an hour's, every loaded row goes and reading them
+    # all is right).
+    "change log trim": lambda c: Feed(c.dialect.name, _DECADE).trim(c),
 }
 
 # Cases this test finds and that are not fixed yet, as (database, case):
-# strict xfails, so that a fix shows here as an unexpected pass. None today.
-UNFIXED: set[tuple[str, str]] = set()
+# strict xfails, so that a fix shows here as an unexpected pass.
+# A claim naming some 30 providers or more locks them, and moves their
+# generations, with "uuid IN (...)" / "id IN (...)" lists that PostgreSQL
+# without statistics reads by a sequential scan of resource_providers (1.5
+# instead of 0.1 ms for 50 at 10,000 providers; an index scan once
+# analyzed), and MariaDB by a walk of the primary key in id order. Bounded
+# by a constant factor of the probes, and never met by nova's claims (one
+# or two providers); the rewrite must keep one lock order for every claim.
+UNFIXED: set[tuple[str, str]] = {("postgresql", "claim on 40 providers"),
+                                 ("mysql", "claim on 40 providers")}
 
 
 def _statements(engine: sa.Engine, run: Callable[[sa.Connection], object]
@@ -227,4 +267,132 @@ def test_no_statement_scans_without_statistics(fresh: sa.Engine, case: str,
     assert sent, "the case sent no statement to explain"
     bad = {" ".join(statement.split())[:200]: found for statement, parameters in sent
            if (found := scans(fresh, statement, parameters))}
+    assert not bad, bad
+
+
+# The requests nova and operators send, at microversion 1.39 (GET /usages
+# then groups by consumer type). The writes use a consumer of their own
+# and leave the tables as they found them (the history and change log grow).
+_OWN = "99999999-0000-4000-8000-000000000002"
+_CANDIDATES = "/allocation_candidates?resources=VCPU:1&limit=1"
+_AGGREGATES = ",".join(uuid_of("aggregate", a) for a in range(1, 5))
+_OWN_CLAIM = {"allocations": {RP_UUID: {"resources": {"VCPU": 1}}}, "project_id": PROJECT,
+              "user_id": USER, "consumer_type": "INSTANCE"}
+REQUESTS: dict[str, tuple[str, str, Any]] = {
+    "GET provider": ("GET", f"/resource_providers/{RP_UUID}", None),
+    "GET provider allocations": ("GET", f"/resource_providers/{RP_UUID}/allocations", None),
+    "GET consumer allocations": ("GET", f"/allocations/{CONSUMER}", None),
+    "GET provider aggregates": ("GET", f"/resource_providers/{RP_UUID}/aggregates", None),
+    "GET provider traits": ("GET", f"/resource_providers/{RP_UUID}/traits", None),
+    "GET provider inventories": ("GET", f"/resource_providers/{RP_UUID}/inventories", None),
+    "GET sharing providers": ("GET", f"/resource_providers?member_of=in:{_AGGREGATES}"
+                              f"&required={SHARING_TRAIT}", None),
+    "GET provider tree": ("GET", f"/resource_providers?in_tree={RP_UUID}", None),
+    "GET provider usages": ("GET", f"/resource_providers/{RP_UUID}/usages", None),
+    "GET project usages": ("GET", f"/usages?project_id={PROJECT}", None),
+    "GET project and user usages": ("GET", f"/usages?project_id={PROJECT}&user_id={USER}", None),
+    "GET project usages, all types": ("GET", f"/usages?project_id={PROJECT}&consumer_type=all",
+                                      None),
+    "GET project usages of a type": ("GET", f"/usages?project_id={PROJECT}"
+                                     "&consumer_type=INSTANCE", None),
+    "PUT a new consumer's claim": ("PUT", f"/allocations/{_OWN}",
+                                   {**_OWN_CLAIM, "consumer_generation": None}),
+    "POST a replacing claim": ("POST", "/allocations", {_OWN: {
+        **_OWN_CLAIM, "allocations": {uuid_of("provider", 99): {"resources": {"VCPU": 1}}},
+        "consumer_generation": 1}}),
+    "DELETE the claim": ("DELETE", f"/allocations/{_OWN}", None),
+    # The read model catching up with the writes above (its full load, which
+    # reads everything as it should, ran before the first case).
+    "GET allocation candidates": ("GET", _CANDIDATES, None),
+    "GET history of a consumer": ("GET", f"/history/allocations?consumer_uuid={CONSUMER}", None),
+    "GET history of a provider": ("GET", "/history/allocations?resource_provider_uuid="
+                                  f"{RP_UUID}", None),
+    "GET history of a project": ("GET", f"/history/allocations?project_id={PROJECT}", None),
+    "GET history": ("GET", "/history/allocations", None),
+    "GET inventory history": ("GET", "/history/inventories?resource_provider_uuid="
+                              f"{RP_UUID}", None),
+}
+
+
+# PostgreSQL: what the triggers run inside a write (the capacity guard, the
+# history and the change log of migrations 0002-0006) never reaches the
+# driver; auto_explain reports the plan of every statement as it ran, nested
+# ones included, to the session that ran it.
+_AUTO_EXPLAIN = ("LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0",
+                 "SET auto_explain.log_nested_statements = on",
+                 "SET auto_explain.log_format = json", "SET auto_explain.log_level = notice")
+
+
+@dataclass
+class Served:
+    """The app over the fresh database, on an engine of its own, and (PostgreSQL)
+    the plans auto_explain reported since ``plans`` was last cleared."""
+
+    engine: sa.Engine
+    client: PlacementClient
+    plans: list[dict[str, Any]] = field(default_factory=list)
+
+
+@pytest.fixture(scope="module")
+def served(fresh: sa.Engine) -> Iterator[Served]:
+    """The read model is loaded before the first case: its full load reads
+    everything, as it should. Its periodic full comparison never comes due,
+    and the change log trim keeps the loaded rows (see "change log trim")."""
+    url = fresh.url.render_as_string(hide_password=False)
+    engine = create_engine(url)
+    plans: list[dict[str, Any]] = []
+
+    def reported(notice: Any) -> None:
+        text = notice.message_primary or ""
+        if text.startswith("duration:") and "{" in text:
+            plans.append(json.loads(text[text.index("{"):]))
+
+    if engine.dialect.name == "postgresql":
+        @sa.event.listens_for(engine, "connect")
+        def explain_everything(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.add_notice_handler(reported)
+            with dbapi_conn.cursor() as cursor:
+                for statement in _AUTO_EXPLAIN:
+                    cursor.execute(statement)
+            dbapi_conn.commit()
+
+    conf = make_conf(url, allotment__change_log_retention=int(_DECADE),
+                     allotment__read_model_check_interval=10**9)
+    client = PlacementClient(make_app(conf, db=Database(engine), prepare=False),
+                             version="1.39")
+    try:
+        assert client.get(_CANDIDATES).status == 200
+        yield Served(engine, client, plans)
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("name", list(REQUESTS))
+def test_no_request_scans_without_statistics(served: Served, name: str) -> None:
+    method, path, body = REQUESTS[name]
+    sent: list[tuple[str, Any]] = []
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any,
+               executemany: bool) -> None:
+        if not executemany and statement.lstrip().upper().startswith(
+                ("SELECT", "DELETE", "UPDATE", "WITH")):
+            sent.append((statement, parameters))
+
+    served.plans.clear()
+    sa.event.listen(served.engine, "before_cursor_execute", record)
+    try:
+        resp = served.client.request(method, path, body)
+    finally:
+        sa.event.remove(served.engine, "before_cursor_execute", record)
+    assert resp.status < 300, resp
+    assert sent, "the request sent no statement to explain"
+    bad = {" ".join(statement.split())[:200]: found for statement, parameters in sent
+           if (found := scans(served.engine, statement, parameters))}
+    for ran in served.plans:
+        found = []
+        _postgresql_scans(ran["Plan"], found)
+        if found:
+            bad[" ".join(ran["Query Text"].split())[:200]] = found
+    if served.engine.dialect.name == "postgresql":
+        assert served.plans, "auto_explain reported no plan"
     assert not bad, bad

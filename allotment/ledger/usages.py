@@ -101,14 +101,17 @@ def for_project_by_type(conn: sa.Connection, project_id: str, user_id: str | Non
     """
     c, ct = t.consumers, t.consumer_types
     held = _held(conn.dialect.name)
-    # "all" is one group; otherwise one group per type id, named by a lookup
-    # of the id (a join to the types is a hash join on a database without
-    # statistics). An id without a type row is "unknown", as a NULL id is:
-    # such groups are merged below.
+    # "all" is one group; otherwise one group per type name, a lookup of the
+    # consumer's type id (a join to the types is a hash join on a database
+    # without statistics). An id without a type row is "unknown", as a NULL
+    # id is. Grouped by the name, not the id: grouped by the id, PostgreSQL
+    # without statistics read every consumer of the cloud in the order of
+    # the type index (sorted groups for free) to keep the project's.
     lump = consumer_type == ALL_TYPES
     type_name = sa.func.coalesce(
         sa.select(ct.c.name).where(ct.c.id == c.c.consumer_type_id).scalar_subquery(),
-        UNKNOWN_TYPE)
+        UNKNOWN_TYPE).label("type_name")
+    by_type: sa.ColumnClause[Any] = sa.literal_column("type_name")
 
     def select(columns: list[Any], by: list[Any]) -> sa.Select:
         sel = _project_select(conn.dialect.name, ([] if lump else [type_name]) + columns,
@@ -121,7 +124,7 @@ def for_project_by_type(conn: sa.Connection, project_id: str, user_id: str | Non
             # consumer of the type in the cloud by the type index.
             sel = sel.where(c.c.consumer_type_id + 0 == sa.select(ct.c.id).where(
                 ct.c.name == consumer_type).scalar_subquery())
-        by = by if lump else [c.c.consumer_type_id, *by]
+        by = by if lump else [by_type, *by]
         return sel.group_by(*by) if by else sel
 
     def key(row: sa.Row[Any]) -> tuple[str, tuple[Any, ...]]:

@@ -219,9 +219,13 @@ def _load_own(conn: sa.Connection, s: Shape, now: datetime.datetime) -> None:
             max_unit=64, step_size=1, writer="allotment")
     changes = sa.table("allotment_changes", sa.column("id"), sa.column("kind"),
                        sa.column("ref"), sa.column("xid"), sa.column("created_at"))
-    # Claims' change rows: one per provider a claim touched, in transactions of their own.
+    # Claims' change rows: one per provider a claim touched, committed long ago.
+    # Their transaction id (PostgreSQL) is the first normal one, below any a
+    # server hands out now: ids above the current one would read as written
+    # by transactions still to come, and a reader's poll would name every
+    # provider again (a full re-read) until the server's ids passed them.
     _insert(conn, changes, s.consumers, id=lambda n: n, kind=3,  # type: ignore[arg-type]
-            ref=lambda n: n % s.providers + 1, xid=lambda n: n + 1000, created_at=now)
+            ref=lambda n: n % s.providers + 1, xid=3, created_at=now)
 
 
 def analyze(engine: Engine) -> None:
