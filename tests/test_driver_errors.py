@@ -8,6 +8,7 @@ databases in tests/test_capacity_guard.py.
 from __future__ import annotations
 
 import sqlite3
+import time
 
 import psycopg
 import pymysql
@@ -16,6 +17,7 @@ import sqlalchemy as sa
 
 from allotment.db import availability, errors
 from allotment.db import tables as t
+from allotment.db.engine import SNAPSHOT_LEVEL, Database, create_engine
 from allotment.wsgi import make_app
 from tests.conftest import make_conf
 from tests.support.client import PlacementClient
@@ -86,45 +88,97 @@ def test_the_engine_hook_classifies_as_the_error_is_raised(database, monkeypatch
     assert found.error is raised.value
 
 
-# What each server driver raises when the server dropped the connection.
-_DROPPED = {
-    "mysql": lambda: pymysql.err.OperationalError(
-        2013, "Lost connection to MySQL server during query ([Errno 104] Connection reset)"),
-    "postgresql": lambda: psycopg.OperationalError(
-        "server closed the connection unexpectedly"),
-}
+def _server_drops(database, dbapi_connection) -> None:
+    """The server ends ``dbapi_connection``'s session, as a node cut off or killed does.
+
+    Returns once the server has let it go, so the driver's next word on it fails.
+    """
+    admin = sa.create_engine(database.url, isolation_level="AUTOCOMMIT", poolclass=sa.NullPool)
+    try:
+        with admin.connect() as conn:
+            if database.backend == "postgresql":
+                pid = dbapi_connection.info.backend_pid
+                conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+                alive = sa.text("SELECT count(*) FROM pg_stat_activity WHERE pid = :id")
+            else:
+                pid = dbapi_connection.thread_id()
+                conn.execute(sa.text(f"KILL {int(pid)}"))
+                alive = sa.text("SELECT count(*) FROM information_schema.processlist "
+                                "WHERE id = :id")
+            deadline = time.monotonic() + 10
+            while conn.execute(alive, {"id": pid}).scalar():
+                assert time.monotonic() < deadline, "the server kept the session"
+                time.sleep(0.01)
+    finally:
+        admin.dispose()
 
 
-def test_a_connection_lost_setting_the_snapshot_level_is_an_outage(database, monkeypatch):
-    # SQLAlchemy sets REPEATABLE READ outside its error handling: the driver's own
-    # exception came out of db.snapshot() and a candidates GET answered 500 (the
-    # fault campaign, a Galera node cut off). It is an outage: 503, Retry-After.
-    if database.backend not in _DROPPED:
-        return  # SQLite's snapshot sets no level
-    dialect = database.engine.dialect
-    original = dialect.set_isolation_level
-    failing = {"left": 1}
+def _one_connection(database) -> Database:
+    # One pooled connection and no overflow: a slot that is not given back shows
+    # as the next checkout timing out.
+    return Database(create_engine(database.url, pool_size=1, max_overflow=0, pool_timeout=2))
 
-    def set_level(dbapi_connection, level):
-        if failing["left"] and level == "REPEATABLE READ":
-            failing["left"] -= 1
-            raise _DROPPED[database.backend]()
-        return original(dbapi_connection, level)
 
-    monkeypatch.setattr(dialect, "set_isolation_level", set_level)
-    with pytest.raises(availability.DatabaseUnavailable), database.db.snapshot():
-        pass
-    # The next snapshot gets a working connection.
-    with database.db.snapshot() as conn:
-        assert conn.execute(sa.text("SELECT 1")).scalar() == 1
+def test_a_connection_lost_at_the_snapshots_first_statement_is_an_outage(database):
+    # The fault campaign, a Galera node cut off: the connection died as the
+    # snapshot began. An outage: 503 with Retry-After, and the next request works.
+    if database.backend == "sqlite":
+        return  # no server to drop a connection
+    db = _one_connection(database)
+    drops = {"left": 0}
 
-    failing["left"] = 1
-    client = PlacementClient(make_app(make_conf(database.url), db=database.db, prepare=False))
-    answer = client.get("/allocation_candidates?resources=VCPU:1",
-                        headers={"OpenStack-API-Version": "placement 1.37"})
-    assert failing["left"] == 0  # the candidates' read went through a snapshot
-    assert answer.status == 503, answer.text
-    assert "retry-after" in {k.lower() for k in answer.headers}
+    @sa.event.listens_for(db.engine, "before_cursor_execute")
+    def _drop(conn, _cursor, statement, _parameters, _context, _many):
+        if drops["left"] and statement == SNAPSHOT_LEVEL:
+            drops["left"] -= 1
+            _server_drops(database, conn.connection.dbapi_connection)
+
+    try:
+        drops["left"] = 1
+        with pytest.raises(availability.DatabaseUnavailable), db.snapshot():
+            pass
+        with db.snapshot() as conn:
+            assert conn.execute(sa.text("SELECT 1")).scalar() == 1
+
+        drops["left"] = 1
+        client = PlacementClient(make_app(make_conf(database.url), db=db, prepare=False))
+        answer = client.get("/allocation_candidates?resources=VCPU:1",
+                            headers={"OpenStack-API-Version": "placement 1.37"})
+        assert drops["left"] == 0  # the candidates' read went through a snapshot
+        assert answer.status == 503, answer.text
+        assert "retry-after" in {k.lower() for k in answer.headers}
+    finally:
+        db.engine.dispose()
+
+
+def test_a_connection_lost_on_its_way_back_after_a_snapshot_is_let_go(database):
+    # The fault campaign's 30-minute run: three candidates GETs answered 500 with
+    # the driver's own error (InterfaceError (0, ''), 2013, 1047), raised while
+    # the connection of a finished snapshot went back to the pool, from a server
+    # that had just dropped it. The read was done: it stands, the dead connection
+    # is dropped, and its pool slot is given back.
+    if database.backend == "sqlite":
+        return  # no server to drop a connection
+    db = _one_connection(database)
+    drops = {"left": 0}
+
+    def _drop(dbapi_connection, _record, _state):
+        if drops["left"]:
+            drops["left"] -= 1
+            _server_drops(database, dbapi_connection)
+
+    # Before the rollback on return, which tolerates a dropped connection.
+    sa.event.listen(db.engine, "reset", _drop, insert=True)
+    try:
+        for _ in range(3):
+            drops["left"] = 1
+            with db.snapshot() as conn:
+                assert conn.execute(sa.text("SELECT 1")).scalar() == 1
+            assert drops["left"] == 0
+        with db.read() as conn:  # the one slot is free, with a working connection
+            assert conn.execute(sa.text("SELECT 2")).scalar() == 2
+    finally:
+        db.engine.dispose()
 
 
 _LOCK_NOT_GRANTED = {

@@ -46,6 +46,10 @@ SQLITE_BUSY_TIMEOUT_MS = 60_000
 # so a host that drops packets would hold a request thread for minutes).
 CONNECT_TIMEOUT = 10
 
+# The first statement of a snapshot's transaction (PostgreSQL and MySQL alike:
+# this transaction only, the session keeps READ COMMITTED).
+SNAPSHOT_LEVEL = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
+
 # See Database.reopen_tables_of_trigger.
 REOPEN_INTERVAL = 0.2
 
@@ -185,9 +189,17 @@ class Database:
             with self.engine.connect() as conn:
                 if write:
                     conn.execution_options(allotment_write=True)
-                if one_snapshot:
-                    self._one_snapshot(conn)
                 with conn.begin():
+                    if one_snapshot:
+                        # For this transaction only, as a statement: SQLAlchemy's
+                        # per-connection ``isolation_level`` would reset the session
+                        # when the connection is checked in, outside its error
+                        # handling, so a server that dropped the connection just then
+                        # (a Galera node cut off, killed, or not yet primary) raised
+                        # the driver's own error out of a finished read (a 500) and
+                        # kept the pool slot. As a statement, a lost connection is
+                        # classified like any other (503), and nothing is left to undo.
+                        conn.exec_driver_sql(SNAPSHOT_LEVEL)
                     if write:
                         self.write_context.begin(conn, ids)
                     yield conn
@@ -203,29 +215,6 @@ class Database:
             lost = exc
         if lost is not None:
             # Outside the ``except``: oslo.log would add the exception to the line.
-            raise self.outage.refused(lost) from lost
-
-    def _one_snapshot(self, conn: Connection) -> None:
-        """REPEATABLE READ on ``conn``; a connection lost meanwhile is an outage.
-
-        SQLAlchemy sets the level with a statement of its own on the driver's
-        connection, outside its error handling: a connection the server dropped
-        (a Galera node cut off or killed, seen in the fault campaign) arrives
-        here as the driver's exception, not a ``DBAPIError``. Told apart like
-        any other error: a disconnect invalidates the connection (it is not
-        handed out again) and is refused as an outage (503), anything else is
-        raised as it was.
-        """
-        lost: BaseException | None = None
-        try:
-            conn.execution_options(isolation_level="REPEATABLE READ")
-        except self.engine.dialect.loaded_dbapi.Error as exc:
-            if not isinstance(errors.meaning(exc), errors.Disconnect):
-                raise
-            conn.invalidate(exc)
-            lost = exc
-        if lost is not None:
-            # Outside the ``except``, as in ``_transaction``.
             raise self.outage.refused(lost) from lost
 
     def reopen_tables_of_trigger(self, trigger: str | None) -> list[str]:
