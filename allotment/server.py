@@ -29,7 +29,6 @@ import logging
 import os
 import re
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -51,6 +50,10 @@ from waitress.utilities import (
     RequestHeaderFieldsTooLarge,
     find_double_newline,
 )
+
+from allotment import errors
+from allotment.http.environ import new_request_id
+from allotment.http.errors import error_body
 
 LOG = logging.getLogger(__name__)
 
@@ -93,11 +96,10 @@ class PlacementErrorTask(ErrorTask):
     def execute(self) -> None:
         error = self.request.error
         status = int(error.code)
-        request_id = "req-" + str(uuid.uuid4())
-        body = json.dumps({"errors": [{
-            "status": status, "title": error.reason, "detail": _refusal_detail(error),
-            "code": "placement.undefined_code", "request_id": request_id,
-        }]}).encode()
+        request_id = new_request_id()
+        # No microversion was negotiated, but upstream's servers send the code.
+        body = json.dumps(error_body(status, error.reason, _refusal_detail(error),
+                                     errors.DEFAULT, request_id)).encode()
         self.status = f"{status} {error.reason}"
         self.response_headers.extend([
             ("Content-Type", "application/json"),
