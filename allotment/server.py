@@ -52,6 +52,7 @@ from waitress.utilities import (
 )
 
 from allotment import errors
+from allotment.config import allotment_default
 from allotment.http.environ import new_request_id
 from allotment.http.errors import error_body
 
@@ -62,11 +63,11 @@ LOG = logging.getLogger(__name__)
 class ConnectionLimits:
     """What a client may cost a worker ([allotment] options)."""
 
-    request_timeout: float = 30.0
-    keepalive_timeout: float = 5.0
-    max_request_header_size: int = 64 * 1024
-    max_request_body_size: int = 10 * 1024 * 1024
-    connection_limit: int = 4096
+    request_timeout: float = allotment_default("request_timeout")
+    keepalive_timeout: float = allotment_default("keepalive_timeout")
+    max_request_header_size: int = allotment_default("max_request_header_size")
+    max_request_body_size: int = allotment_default("max_request_body_size")
+    connection_limit: int = allotment_default("connection_limit")
 
     @classmethod
     def from_conf(cls, conf: cfg.ConfigOpts) -> ConnectionLimits:
