@@ -10,14 +10,18 @@ OpenAPI description at ``/openapi.json`` need no token in either mode.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterable
 from types import TracebackType
 
 import webob.exc
 from oslo_config import cfg
 
-from allotment.http.environ import IDENTITY_ENVIRON, REQUEST_ID_ENVIRON, Identity
+from allotment.http.environ import (
+    IDENTITY_ENVIRON,
+    REQUEST_ID_ENVIRON,
+    Identity,
+    new_request_id,
+)
 
 WSGIApp = Callable[[dict, Callable], Iterable[bytes]]
 ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
@@ -45,7 +49,7 @@ class RequestIdMiddleware:
         self.app = app
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
-        request_id = "req-" + str(uuid.uuid4())
+        request_id = new_request_id()
         environ[REQUEST_ID_ENVIRON] = request_id
         if environ.get("HTTP_ACCEPT") in (None, "", "*/*"):
             environ["HTTP_ACCEPT"] = "application/json"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from oslo_config import cfg
 
@@ -185,6 +186,18 @@ ALLOTMENT_OPTS = [
                     "finished nor was reverted. The age counts from the consumer's last "
                     "change (updated_at, else created_at)."),
 ]
+
+
+def allotment_default(name: str) -> Any:
+    """The default of ``[allotment] name``: the one place each limit's default is written.
+
+    The server's and the application's limit records default to it, so that a
+    server built without a configuration behaves as one with an empty file.
+    """
+    for opt in ALLOTMENT_OPTS:
+        if opt.name == name:
+            return opt.default
+    raise KeyError(name)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

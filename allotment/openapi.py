@@ -29,6 +29,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from allotment import errors
 from allotment.http.microversion import GATES, MAX_VERSION, MIN_VERSION, Version
 from allotment.http.operations import Described, Operation, Schema
 from allotment.schemas import responses as r
@@ -48,10 +49,6 @@ UNAUTHENTICATED = ("/", PATH)
 # token is needed.
 _COMMON = (400, 406, 414, 503)
 _WITH_BODY = (413, 415)
-_TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-           405: "Method Not Allowed", 406: "Not Acceptable", 409: "Conflict",
-           413: "Request Entity Too Large", 414: "Request-URI Too Long",
-           415: "Unsupported Media Type", 503: "Service Unavailable"}
 
 
 def _first_minor(op: Operation) -> int:
@@ -138,7 +135,7 @@ def _error_response(status: int, description: str | None = None) -> Schema:
     if status == 401:
         return {"description": "No token, or an invalid one (WebOb's body, not Placement's)",
                 "content": {"application/json": {"schema": r.UNAUTHORIZED}}}
-    return {"description": description or _TITLES[status], "headers": _HEADERS,
+    return {"description": description or errors.TITLES[status], "headers": _HEADERS,
             "content": {"application/json": {"schema": r.ERROR}}}
 
 
@@ -174,12 +171,12 @@ def _responses(op: Operation, template: str, authenticated: bool,
         statuses.add(404)
     if op.requires_option:
         statuses.add(404)
-        descriptions[404] = (f"{_TITLES[404]} (also: `{op.requires_option}` is off, "
+        descriptions[404] = (f"{errors.TITLES[404]} (also: `{op.requires_option}` is off, "
                              "as for any unknown path)")
     if first > MIN_VERSION[1]:
         gate = 405 if op.gated_by_method else 404
         statuses.add(gate)
-        descriptions[gate] = (f"{_TITLES[gate]} (also: asked at a microversion before "
+        descriptions[gate] = (f"{errors.TITLES[gate]} (also: asked at a microversion before "
                               f"1.{first})")
     for status in sorted(statuses):
         answers.setdefault(str(status), _error_response(status, descriptions.get(status)))

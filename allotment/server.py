@@ -29,7 +29,6 @@ import logging
 import os
 import re
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -52,6 +51,11 @@ from waitress.utilities import (
     find_double_newline,
 )
 
+from allotment import errors
+from allotment.config import allotment_default
+from allotment.http.environ import new_request_id
+from allotment.http.errors import error_body
+
 LOG = logging.getLogger(__name__)
 
 
@@ -59,11 +63,11 @@ LOG = logging.getLogger(__name__)
 class ConnectionLimits:
     """What a client may cost a worker ([allotment] options)."""
 
-    request_timeout: float = 30.0
-    keepalive_timeout: float = 5.0
-    max_request_header_size: int = 64 * 1024
-    max_request_body_size: int = 10 * 1024 * 1024
-    connection_limit: int = 4096
+    request_timeout: float = allotment_default("request_timeout")
+    keepalive_timeout: float = allotment_default("keepalive_timeout")
+    max_request_header_size: int = allotment_default("max_request_header_size")
+    max_request_body_size: int = allotment_default("max_request_body_size")
+    connection_limit: int = allotment_default("connection_limit")
 
     @classmethod
     def from_conf(cls, conf: cfg.ConfigOpts) -> ConnectionLimits:
@@ -93,11 +97,10 @@ class PlacementErrorTask(ErrorTask):
     def execute(self) -> None:
         error = self.request.error
         status = int(error.code)
-        request_id = "req-" + str(uuid.uuid4())
-        body = json.dumps({"errors": [{
-            "status": status, "title": error.reason, "detail": _refusal_detail(error),
-            "code": "placement.undefined_code", "request_id": request_id,
-        }]}).encode()
+        request_id = new_request_id()
+        # No microversion was negotiated, but upstream's servers send the code.
+        body = json.dumps(error_body(status, error.reason, _refusal_detail(error),
+                                     errors.DEFAULT, request_id)).encode()
         self.status = f"{status} {error.reason}"
         self.response_headers.extend([
             ("Content-Type", "application/json"),

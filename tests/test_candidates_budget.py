@@ -118,11 +118,20 @@ def test_a_large_search_lets_go_of_the_read_model_while_it_walks(database) -> No
     _cloud(client, 10)
     assert client.get("/allocation_candidates?resources=VCPU:1", version="1.39").status == 200
     large: list = []
-    runner = threading.Thread(target=lambda: large.append(client.get(_query(10),
-                                                                     version="1.39")))
+    walking = threading.Event()
+
+    def still_connected() -> bool:
+        # The budget asks the server whether the client is gone every few hundred
+        # steps of the walk: the first question says the walk has begun.
+        walking.set()
+        return False
+
+    runner = threading.Thread(target=lambda: large.append(client.get(
+        _query(10), version="1.39",
+        environ={"waitress.client_disconnected": still_connected})))
     runner.start()
     try:
-        time.sleep(0.5)  # the large search is walking its tree by now
+        assert walking.wait(timeout=30), "the large search never began its walk"
         assert runner.is_alive()
         started = time.monotonic()
         cheap = client.get("/allocation_candidates?resources=VCPU:1", version="1.39")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import falcon
 
+from allotment.config import allotment_default
 from allotment.db.writer import RequestIds
 from allotment.http.environ import Identity
 from allotment.http.microversion import Version
@@ -26,7 +27,7 @@ class RequestContext:
         # provider it does not catch, policy): answered without Vary, as there.
         self.bare_error = False
         # ``[allotment] max_json_depth``, set with the other request limits.
-        self.max_json_depth = 32
+        self.max_json_depth: int = allotment_default("max_json_depth")
         # One of the worker's ``[allotment] own_routes_slots`` is held (released
         # on the way out).
         self.holds_own_slot = False

@@ -10,11 +10,17 @@ authentication middlewares (or each other).
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 
 REQUEST_ID_ENVIRON = "openstack.request_id"
 GLOBAL_REQUEST_ID_ENVIRON = "allotment.global_request_id"
 IDENTITY_ENVIRON = "allotment.identity"
+
+
+def new_request_id() -> str:
+    """A fresh local request id, in the form upstream's clients expect."""
+    return "req-" + str(uuid.uuid4())
 
 
 def _split(value: str | None) -> list[str]:

@@ -24,7 +24,7 @@ from allotment import errors, metrics
 from allotment.db.availability import DatabaseUnavailable
 from allotment.db.errors import LostRace, meaning
 from allotment.http.context import Request
-from allotment.http.microversion import MAX, MIN, Version
+from allotment.http.microversion import MAX, MIN
 from allotment.http.request import accept_ranges
 from allotment.ledger import errors as ledger
 
@@ -167,10 +167,11 @@ def _preferred_error_type(accept: str | None) -> str:
     return best or "text/plain"
 
 
-def error_body(status: int, title: str, detail: str, code: str,
-               request_id: str | None, version: Version | None, with_range: bool) -> dict:
+def error_body(status: int, title: str, detail: str, code: str | None,
+               request_id: str | None, with_range: bool = False) -> dict:
+    """Placement's JSON error body; ``code`` is left out when None."""
     entry: dict = {"status": status, "title": title, "detail": detail}
-    if version is not None and version.has("error_codes"):
+    if code is not None:
         entry["code"] = code
     if request_id:
         entry["request_id"] = request_id
@@ -222,7 +223,9 @@ def write_error(req: Request, resp: falcon.Response, status: int, message: str,
     content_type = ("text/html" if req.method == "HEAD"
                     else _preferred_error_type(req.get_header("Accept")))
     if content_type == "application/json":
-        body = error_body(status, title, detail, code, request_id, version,
+        # Error codes came with microversion 1.23; before it upstream sends none.
+        shown_code = code if version is not None and version.has("error_codes") else None
+        body = error_body(status, title, detail, shown_code, request_id,
                           with_range=(status == 406 and version is None))
         resp.content_type = "application/json"
         resp.text = json.dumps(body)

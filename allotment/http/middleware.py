@@ -29,6 +29,7 @@ import falcon
 from oslo_config import cfg
 
 from allotment import errors
+from allotment.config import allotment_default
 from allotment.http import microversion
 from allotment.http.context import Request
 from allotment.http.environ import (
@@ -51,10 +52,10 @@ class RequestLimits:
     application sees them; the body check here covers external WSGI servers.
     """
 
-    max_request_body_size: int = 10 * 1024 * 1024
-    max_query_string_length: int = 32 * 1024
-    max_json_depth: int = 32
-    own_routes_slots: int = 2
+    max_request_body_size: int = allotment_default("max_request_body_size")
+    max_query_string_length: int = allotment_default("max_query_string_length")
+    max_json_depth: int = allotment_default("max_json_depth")
+    own_routes_slots: int = allotment_default("own_routes_slots")
 
     @classmethod
     def from_conf(cls, conf: cfg.ConfigOpts) -> RequestLimits:

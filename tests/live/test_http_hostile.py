@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -480,13 +481,23 @@ def _descriptors(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def _is_spilled_body(target: str) -> bool:
+    """A descriptor's target is a waitress body buffer: ``tempfile.TemporaryFile``,
+    an O_TMPFILE file (``#<inode>``) or, without it, an unlinked ``tmp*`` one.
+    gunicorn's heartbeat (``wgunicorn-*``) and SQLite's temporary files
+    (``etilqs_*``) are unlinked files too, and come and go on their own."""
+    if not target.endswith(" (deleted)"):
+        return False
+    name = os.path.basename(target.removesuffix(" (deleted)"))
+    return name.startswith("#") or name.startswith(tempfile.gettempprefix())
+
+
 def _spilled_bodies(pid: int) -> int:
-    """Unlinked files the worker holds open (a spilled body's temporary file is
-    unlinked at once)."""
+    """The spilled request bodies' temporary files the worker holds open."""
     spilled = 0
     for name in os.listdir(f"/proc/{pid}/fd"):
         with contextlib.suppress(OSError):  # closed meanwhile
-            if os.readlink(f"/proc/{pid}/fd/{name}").endswith(" (deleted)"):
+            if _is_spilled_body(os.readlink(f"/proc/{pid}/fd/{name}")):
                 spilled += 1
     return spilled
 
@@ -552,15 +563,15 @@ def test_out_of_file_descriptors_the_worker_pauses_accepting(
     part = b" " * (600 * 1024)  # over waitress's in-memory 512 KiB: a temporary file
     with ExitStack() as stack:
         held: list[socket.socket] = []
-        unlinked_before = _spilled_bodies(worker)  # gunicorn's heartbeat file is one
+        spilled_before = _spilled_bodies(worker)
         while _descriptors(worker) < OPEN_FILES - 3:
             sock = stack.enter_context(_connect(short_server))
             sock.sendall(head + part)
             held.append(sock)
             # Counted by kind, not as a difference of totals: the worker opens and
             # closes other descriptors meanwhile (its heartbeat, the database's files).
-            spilled = unlinked_before + len(held)
-            assert _wait_for(lambda n=spilled: _spilled_bodies(worker) >= n, within=20), \
+            spilled = spilled_before + len(held)
+            assert _wait_for(lambda n=spilled: _spilled_bodies(worker) >= n, within=5), \
                 "a half-sent body did not take a socket and a file"
         held.extend(stack.enter_context(_connect(short_server)) for _ in range(6))
         _quiet_while_short(short_server, worker, lines_before)

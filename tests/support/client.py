@@ -42,7 +42,9 @@ class PlacementClient:
 
     def request(self, method: str, path: str, body: Any = None, *, version: str | None = None,
                 headers: dict[str, str] | None = None, raw: str | bytes | None = None,
-                token: str | None = "default") -> Response:
+                token: str | None = "default",
+                environ: dict[str, Any] | None = None) -> Response:
+        """``environ``: keys a WSGI server would add (waitress's client test, say)."""
         all_headers = {"Accept": "application/json"}
         token = self.token if token == "default" else token
         if token is not None:
@@ -63,6 +65,7 @@ class PlacementClient:
         # validator refuses a 201 without Content-Type, which Placement sends.
         env = falcon.testing.create_environ(path=path, query_string=query or "",
                                             method=method, headers=all_headers, **kwargs)
+        env.update(environ or {})
         start_response = falcon.testing.StartResponseMock()
         data = falcon.testing.helpers.closed_wsgi_iterable(self._app(env, start_response))
         return Response(falcon.testing.Result(data, start_response.status,
