@@ -181,6 +181,7 @@ class _Context:
     root_required: frozenset[int]
     root_forbidden: frozenset[int]
     root_rule: rules.RootTraits | None = None
+    sharing_trait: int | None = None
     # suffix -> the classes and traits of the group that do not exist
     unknown_names: dict[str, list[str]] = field(default_factory=dict)
     _rules: dict[tuple[str, bool, bool], list[rules.Rule]] = field(default_factory=dict)
@@ -641,20 +642,23 @@ class _Steps:
                              self.kept(rules.ForbiddenTraits(group.forbidden), pool),
                              "after filtering by forbidden traits: {n}")
         if ctx.root_required:
-            pool = self._root_step(suffix, pool, "root_required", "root_required",
+            pool = self._root_step(group, pool, "root_required", "root_required",
                                    rules.RootTraits(ctx.root_required, frozenset(), state))
         if ctx.root_forbidden:
-            pool = self._root_step(suffix, pool, "root_forbidden", "forbidden root traits",
+            pool = self._root_step(group, pool, "root_forbidden", "forbidden root traits",
                                    rules.RootTraits(frozenset(), ctx.root_forbidden, state))
         return pool
 
-    def _root_step(self, suffix: str, pool: set[int], name: str, words: str,
+    def _root_step(self, group: GroupIds, pool: set[int], name: str, words: str,
                    rule: rules.RootTraits) -> set[int]:
-        # root_required holds for a sharing provider's offer wherever it serves.
-        cloud = self.ctx.cloud
-        return self.step(suffix, name, (rp for rp in pool if rule.passes(cloud.providers[rp])
-                                        or rp in cloud.sharing),
-                         f"after filtering by {words}: {{n}}")
+        # A provider serving other trees is not held to its own root's traits:
+        # the engine's rule for who does (``rules.sharing_escape``).
+        providers = self.ctx.cloud.providers
+        shares = rules.sharing_escape(group, self.ctx.sharing_trait)
+        return self.step(group.suffix, name, (
+            rp for rp in pool if rule.passes(providers[rp])
+            or (shares is not None and shares.passes(providers[rp]))),
+            f"after filtering by {words}: {{n}}")
 
     def _meeting(self, group: GroupIds, pool: set[int], unsuffixed: bool) -> Iterable[int]:
         required = rules.RequiredTraits(group.required)
@@ -793,6 +797,7 @@ def explain(state: State, request: CandidateRequest, result: Result,
         aggregate_uuids={agg: uuid for uuid, agg in names.aggregates.items()},
         root_required=frozenset(names.traits[n] for n in request.root_required),
         root_forbidden=frozenset(names.traits[n] for n in request.root_forbidden),
+        sharing_trait=names.sharing_trait,
         unknown_names={g.suffix: [*unknown_classes(g, names), *unknown_traits(g, names)]
                        for g in request.groups})
     if ctx.root_required or ctx.root_forbidden:

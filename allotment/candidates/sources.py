@@ -258,16 +258,11 @@ class ModelSource:
                     flags |= ROOT_BAD_FLAG
             return flags
 
+        shares = rules.sharing_escape(group, sharing_trait)
+
         def escape(p: Provider, flags: int) -> bool:
             # A sharing provider's own root does not decide.
-            if sharing_trait is None or (not group.same_provider
-                                         and group.tree_root is not None):
-                return False
-            if not flags & SHARING_FLAG:
-                return False
-            if not group.same_provider and group.member_of:
-                return bool(flags & MEMBER_FLAG)
-            return True
+            return shares is not None and shares.passes(p)
 
         def gate(p: Provider, flags: int) -> bool:
             if root_ok is None:
