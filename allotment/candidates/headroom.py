@@ -15,7 +15,7 @@ an overlay of usage (``Usage``); the state is never changed:
 
 * **single** layout (one request group; no nested or sharing provider holds a
   requested class): every candidate is one provider, found by the source with
-  the rule book as the engine finds it (``Source.single_holders``, then room),
+  the rule book as the engine finds it (``ModelSource.single_holders``, then room),
   and providers share nothing, so the count per provider is the capacity
   rule's closed form (``rules.Fits.times_each``: ``capacity.how_many`` per
   class, the least of them). Exact, and the most that can fit (``optimal``).

@@ -1,6 +1,6 @@
 """A request resolved to ids, and what the source answers about it: plain values.
 
-The engine asks its ``sources.Source`` about these and gets these back;
+The engine asks its ``sources.ModelSource`` about these and gets these back;
 explain reads them too.
 """
 
