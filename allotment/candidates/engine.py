@@ -30,7 +30,7 @@ in the usual (id) order.
 The engine asks its questions of a ``sources.ModelSource`` over a ``model.State``:
 the worker's read model (kept current through the change log the database's
 triggers fill, ``feed``) or, with ``[allotment] candidates_source =
-database``, a state loaded for the request alone (``state_of``).
+database``, a state loaded for the request alone (``model.state_for_request``).
 """
 
 from __future__ import annotations
@@ -39,13 +39,12 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
 from allotment.candidates import resolved, search
 from allotment.candidates.budget import Budget, bounded_product
-from allotment.candidates.model import ReadModel, State, load
+from allotment.candidates.model import ReadModel, state_for_request
 from allotment.candidates.request import CandidateRequest, Settings
 from allotment.candidates.resolved import GroupIds, MatchFlag, MatchRow, ProviderSummary
 from allotment.candidates.search import Candidate, Rules, Slot
@@ -81,31 +80,13 @@ class SearchObserver(Protocol):
         ``seconds``."""
 
 
-@contextmanager
-def state_of(db: Database, model: ReadModel | None) -> Iterator[State]:
-    """The state to answer from, held until the block ends: the read model's,
-    current as of now, or (without a model) one loaded now for this caller alone."""
-    if model is None:
-        with db.snapshot() as conn:
-            state = load(conn)
-        yield state
-        return
-    with model.current() as state:
-        yield state
-
-
 def answer(db: Database, model: ReadModel | None, request: CandidateRequest,
            settings: Settings, budget: Budget | None = None,
            observer: SearchObserver | None = None) -> Result:
-    """``find`` on the read model when there is one, else on a state loaded for
-    this request alone (in one snapshot, as the model reads)."""
-    if model is None:
-        with db.snapshot() as conn:
-            state = load(conn)
-        return find(ModelSource(state), request, settings, budget=budget, observer=observer)
-    with model.held() as hold:
-        return find(ModelSource(hold.state), request, settings, budget=budget,
-                    release=hold.release, observer=observer)
+    """``find`` on the state for this request (``model.state_for_request``)."""
+    with state_for_request(db, model) as held:
+        return find(ModelSource(held.state), request, settings, budget=budget,
+                    release=held.release, observer=observer)
 
 
 def find(source: ModelSource, request: CandidateRequest, settings: Settings,

@@ -44,7 +44,7 @@ from typing import Any
 from allotment.candidates import engine, rules, search
 from allotment.candidates.budget import Budget
 from allotment.candidates.engine import Result, SearchObserver
-from allotment.candidates.model import ReadModel, State
+from allotment.candidates.model import ReadModel, State, state_for_request
 from allotment.candidates.request import CandidateRequest, RequestGroup, Settings
 from allotment.candidates.resolved import (
     GroupIds,
@@ -773,10 +773,11 @@ def answer_and_explain(db: Database, model: ReadModel | None, request: Candidate
                        observer: SearchObserver | None = None) -> tuple[Result, Explanation]:
     """The answer to ``request``, as ``engine.answer`` gives it, and why the other
     trees are not in it, judged on the state that answered (held throughout)."""
-    with engine.state_of(db, model) as state:
-        result = engine.find(ModelSource(state), request, settings, budget=budget,
+    # Held throughout, not let go early: the judging reads the same state.
+    with state_for_request(db, model) as held:
+        result = engine.find(ModelSource(held.state), request, settings, budget=budget,
                              observer=observer)
-        return result, explain(state, request, result, settings, sample_limit)
+        return result, explain(held.state, request, result, settings, sample_limit)
 
 
 def explain(state: State, request: CandidateRequest, result: Result,
