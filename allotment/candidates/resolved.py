@@ -179,7 +179,7 @@ class Roots:
 # --- what a source answers ----------------------------------------------------
 
 class MatchFlag(enum.IntFlag):
-    """Bits of the ``flags`` column of match rows (facts about the provider)."""
+    """Facts about the provider of a ``MatchRow`` (its ``flags``), as bits."""
 
     SHARING = 1       # the provider has MISC_SHARES_VIA_AGGREGATE
     ROOT_OK = 2       # its root passes root_required
