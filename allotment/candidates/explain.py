@@ -48,6 +48,7 @@ from allotment.candidates.model import ReadModel, State, state_for_request
 from allotment.candidates.request import CandidateRequest, RequestGroup, Settings
 from allotment.candidates.resolved import (
     GroupIds,
+    Roots,
     group_ids,
     unknown_classes,
     unknown_traits,
@@ -105,16 +106,16 @@ class Cloud:
 
     def _shared_with(self) -> dict[int, list[int]]:
         """root -> the sharing providers of other trees in an aggregate with one of
-        its providers."""
-        found: dict[int, set[int]] = {}
-        for share in self.sharing:
+        its providers: the engine's own reach (``ModelSource.sharing_anchors``),
+        before root_required and forbidden aggregates, which explain judges."""
+        anchors = ModelSource(self.state).sharing_anchors(self.sharing, Roots(), frozenset())
+        found: dict[int, list[int]] = {}
+        for share in sorted(anchors):
             own_root = self.providers[share].root
-            for aggregate in self.providers[share].aggregates:
-                for member in self.state.members.get(aggregate, ()):
-                    root = self.providers[member].root
-                    if root != own_root:
-                        found.setdefault(root, set()).add(share)
-        return {root: sorted(shares) for root, shares in found.items()}
+            for anchor in anchors[share]:
+                if anchor.root != own_root:
+                    found.setdefault(anchor.root, []).append(share)
+        return found
 
 
 # --- reasons -----------------------------------------------------------------
