@@ -638,3 +638,76 @@ def test_same_subtree_with_a_sharing_provider_among_the_options(client):
     assert body["allocation_requests"] == []
     reasons = {(r["group"], r["filter"]) for r in excluded(body)["cn"]}
     assert ("_C,_D", "same_subtree") in reasons
+
+
+@pytest.fixture
+def gold_and_sharing(client):
+    """root_required=CUSTOM_GOLD that no sharing provider's root has: ``ss`` is
+    its own root, ``ss3`` hangs under ``host3``, which is in aggregate m
+    while ``ss3`` itself is only in a."""
+    cloud = Cloud(client)
+    cloud.provider("cn1", VCPU=8, traits=["CUSTOM_GOLD"], aggregates=["a", "m"])
+    cloud.provider("cn2", VCPU=8, aggregates=["a"])
+    cloud.provider("ss", DISK_GB=1000, traits=[SHARES], aggregates=["a"])
+    cloud.provider("host3", aggregates=["m"])
+    cloud.provider("ss3", parent="host3", DISK_GB=1000, traits=[SHARES], aggregates=["a"])
+    return cloud
+
+
+# (query, trees a sharing-only offer serves, providers root_required lets through
+# per group): with member_of only ss3's root is in m, and ss3 itself is not, so
+# the engine does not let it serve cn1, nor count it past root_required.
+ROOT_REQUIRED_SHARING = [
+    ({"resources": "VCPU:1,DISK_GB:10"}, set(), {"": 3}),
+    ({"resources": "VCPU:1,DISK_GB:10", "member_of": "{a}"}, set(), {"": 3}),
+    ({"resources": "VCPU:1,DISK_GB:10", "member_of": "{m}"}, set(), {"": 1}),
+    ({"resources": "VCPU:1", "resources1": "DISK_GB:10", "group_policy": "none"},
+     set(), {"": 1, "1": 2}),
+    ({"resources": "VCPU:1", "resources1": "DISK_GB:10", "member_of1": "{a}",
+      "group_policy": "none"}, set(), {"": 1, "1": 2}),
+    ({"resources": "VCPU:1", "resources1": "DISK_GB:10", "member_of1": "{m}",
+      "group_policy": "none"}, set(), {"": 1, "1": 0}),
+    ({"resources": "DISK_GB:10"}, {"cn1"}, {"": 2}),
+    ({"resources": "DISK_GB:10", "member_of": "{m}"}, set(), {"": 0}),
+]
+
+
+@pytest.mark.parametrize("template, offered_to, root_steps", ROOT_REQUIRED_SHARING)
+def test_root_required_and_sharing_providers_agree(gold_and_sharing, database, template,
+                                                   offered_to, root_steps):
+    """A sharing provider whose root lacks a root_required trait serves other
+    trees; for the unsuffixed group with member_of only when it is itself a
+    member. Explain excludes exactly the trees the served answer leaves out
+    and counts past root_required the providers the engine lets through."""
+    from allotment.candidates import engine
+    from allotment.candidates import explain as diagnosis
+    from allotment.candidates.model import load
+    from allotment.candidates.request import Settings
+    from allotment.candidates.sources import ModelSource
+    from allotment.http.candidates_query import parse_request
+    from allotment.http.microversion import Version
+    from allotment.http.request import Query
+
+    cloud = gold_and_sharing
+    values = {"a": cloud.aggregate("a"), "m": cloud.aggregate("m")}
+    params = {key: value.format(**values) for key, value in template.items()}
+    params["root_required"] = "CUSTOM_GOLD"
+    served = cloud.client.get(path_for("/allocation_candidates", params), version="1.39")
+    assert served.status == 200
+    summaries = served.json()["provider_summaries"]
+    served_roots = {cloud.name_of(summaries[rp]["root_provider_uuid"])
+                    for request in served.json()["allocation_requests"]
+                    for rp in request["allocations"]}
+    body = explain(cloud, **params, explain_limit="100")
+    assert set(excluded(body)) == {"cn1", "cn2", "ss", "host3"} - served_roots - offered_to
+    steps = {s["group"]: s["providers"] for s in body["explanation"]["steps"]
+             if s["filter"] == "root_required"}
+    assert steps == root_steps
+    # Judging the trees in the answer too finds nothing against them.
+    request = parse_request(Query(path_for("", params)[1:]), Version(1, 39))
+    with database.db.snapshot() as conn:
+        state = load(conn)
+    result = engine.find(ModelSource(state), request, Settings())
+    found = diagnosis.explain(state, request, result, Settings(), sample_limit=100,
+                              check_answered=True)
+    assert found.disagreements == {}

@@ -1,12 +1,12 @@
 """GET /allocation_candidates, end to end: request in, candidates out.
 
-Two paths, chosen per request from the layout ``Source.resolve`` reports:
+Two paths, chosen per request from the layout ``ModelSource.resolve`` reports:
 
 * **single**: one request group and no nested or sharing provider holds any
   requested class, so every candidate is one provider: the source filters
   with the rule book, in id order (or at random) until ``limit``.
 * **spread**: everything else. The source finds, per group and class, the
-  providers with room that pass the group's rules (``Source.match``); they
+  providers with room that pass the group's rules (``ModelSource.match``); they
   are grouped by anchor tree, and ``search`` combines the groups tree by
   tree with a lazy generator, so ``limit`` (and
   ``max_allocation_candidates``) stop the work early.
@@ -27,10 +27,10 @@ hosts without generating everything. With ``max_allocation_candidates`` set,
 as upstream documents, the sample is drawn from the first ``cap`` candidates
 in the usual (id) order.
 
-The engine asks its questions of a ``sources.Source`` over a ``model.State``:
+The engine asks its questions of a ``sources.ModelSource`` over a ``model.State``:
 the worker's read model (kept current through the change log the database's
 triggers fill, ``feed``) or, with ``[allotment] candidates_source =
-database``, a state loaded for the request alone (``state_of``).
+database``, a state loaded for the request alone (``model.state_for_request``).
 """
 
 from __future__ import annotations
@@ -39,19 +39,16 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
-import sqlalchemy as sa
-
 from allotment.candidates import resolved, search
 from allotment.candidates.budget import Budget, bounded_product
-from allotment.candidates.model import ReadModel, State, load
+from allotment.candidates.model import ReadModel, state_for_request
 from allotment.candidates.request import CandidateRequest, Settings
 from allotment.candidates.resolved import GroupIds, MatchFlag, MatchRow, ProviderSummary
 from allotment.candidates.search import Candidate, Rules, Slot
-from allotment.candidates.sources import ModelSource, Source
+from allotment.candidates.sources import ModelSource
 from allotment.db.engine import Database
 
 LOG = logging.getLogger(__name__)
@@ -83,48 +80,27 @@ class SearchObserver(Protocol):
         ``seconds``."""
 
 
-@contextmanager
-def state_of(db: Database, model: ReadModel | None) -> Iterator[State]:
-    """The state to answer from, held until the block ends: the read model's,
-    current as of now, or (without a model) one loaded now for this caller alone."""
-    if model is None:
-        with db.snapshot() as conn:
-            state = load(conn)
-        yield state
-        return
-    with model.current() as state:
-        yield state
-
-
 def answer(db: Database, model: ReadModel | None, request: CandidateRequest,
            settings: Settings, budget: Budget | None = None,
            observer: SearchObserver | None = None) -> Result:
-    """``find`` on the read model when there is one, else on a state loaded for
-    this request alone (in one snapshot, as the model reads)."""
-    if model is None:
-        with db.snapshot() as conn:
-            state = load(conn)
-        return find(ModelSource(state), request, settings, budget=budget, observer=observer)
-    with model.held() as hold:
-        return find(ModelSource(hold.state), request, settings, budget=budget,
-                    release=hold.release, observer=observer)
+    """``find`` on the state for this request (``model.state_for_request``)."""
+    with state_for_request(db, model) as held:
+        return find(ModelSource(held.state), request, settings, budget=budget,
+                    release=held.release, observer=observer)
 
 
-def find(source: Source | sa.Connection, request: CandidateRequest, settings: Settings,
+def find(source: ModelSource, request: CandidateRequest, settings: Settings,
          rng: random.Random | None = None, budget: Budget | None = None,
          release: Callable[[], None] | None = None,
          observer: SearchObserver | None = None) -> Result:
     """The allocation candidates for ``request`` (unknown names raise).
 
-    ``source`` may be a connection: a state is then loaded in its transaction.
     ``budget`` bounds the search (``candidates.budget``; its refusals raise);
     without one it is unbounded. ``release``, when given, lets go of the
     source: a large search calls it once it has copied what it needs, and
     walks its trees without holding the read model (other requests go on).
     ``observer``, when given, hears of the search once it is done.
     """
-    if isinstance(source, sa.Connection):
-        source = ModelSource(load(source))
     started = time.perf_counter()
     path, result = _find(source, request, settings, rng, budget or Budget.unlimited(),
                          release)
@@ -134,7 +110,7 @@ def find(source: Source | sa.Connection, request: CandidateRequest, settings: Se
     return result
 
 
-def _find(source: Source, request: CandidateRequest, settings: Settings,
+def _find(source: ModelSource, request: CandidateRequest, settings: Settings,
           rng: random.Random | None, budget: Budget,
           release: Callable[[], None] | None) -> tuple[str, Result]:
     """``find``, and which path it took."""
@@ -199,7 +175,7 @@ class Prepared:
         return len(self.groups) == 1 and not self.names.layout.spread_possible
 
 
-def prepare(source: Source, request: CandidateRequest, budget: Budget) -> Prepared:
+def prepare(source: ModelSource, request: CandidateRequest, budget: Budget) -> Prepared:
     """Names to ids, and the checks before any search: an unknown name raises
     where upstream meets it (``resolved.refuse_unknown``), and a group that can
     match nothing makes the request impossible (``possible`` False)."""
@@ -230,7 +206,7 @@ class _UpstreamStops:
     """``resolved.Stops`` for one request: the source's answers, and each group
     searched alone (as upstream searches each before it reads the next)."""
 
-    def __init__(self, source: Source, request: CandidateRequest, budget: Budget) -> None:
+    def __init__(self, source: ModelSource, request: CandidateRequest, budget: Budget) -> None:
         self.source = source
         self.request = request
         self.budget = budget
@@ -252,7 +228,7 @@ class _UpstreamStops:
         return bool(result.candidates)
 
 
-def _single(source: Source, group: GroupIds, request: CandidateRequest,
+def _single(source: ModelSource, group: GroupIds, request: CandidateRequest,
             settings: Settings, rng: random.Random | None, roots: resolved.Roots
             ) -> tuple[list[Candidate], dict[int, ProviderSummary] | None]:
     """Each candidate is one provider: the source filters, orders and limits."""
@@ -357,7 +333,7 @@ class Plan:
         return tree_slots, local
 
 
-def plan(source: Source, groups: list[GroupIds], request: CandidateRequest,
+def plan(source: ModelSource, groups: list[GroupIds], request: CandidateRequest,
          names: resolved.NameIds, roots: resolved.Roots) -> Plan | None:
     """The spread search for ``groups`` laid out on the source's state; None when
     no tree can serve them."""
@@ -397,7 +373,7 @@ def plan(source: Source, groups: list[GroupIds], request: CandidateRequest,
     return Plan(slots, options, sorted(viable), rules, facts, bool(anchors))
 
 
-def _spread(source: Source, groups: list[GroupIds], request: CandidateRequest,
+def _spread(source: ModelSource, groups: list[GroupIds], request: CandidateRequest,
             settings: Settings, rng: random.Random | None, names: resolved.NameIds,
             roots: resolved.Roots, budget: Budget, release: Callable[[], None] | None
             ) -> tuple[list[Candidate], Summaries]:
@@ -480,7 +456,7 @@ def _slots(groups: list[GroupIds], matches: _Matches, serving: dict[int, list[in
 
 
 class Summaries(Protocol):
-    """What is read after the walk: a ``Source``, or a ``Copied`` part of one."""
+    """What is read after the walk: a ``ModelSource``, or a ``Copied`` part of one."""
 
     def summaries(self, roots: Iterable[int] = (), providers: Iterable[int] = ()
                   ) -> dict[int, ProviderSummary]: ...
@@ -491,12 +467,12 @@ class Summaries(Protocol):
 class Copied:
     """The summaries and uuids an answer may need, copied from a source.
 
-    A ``Source`` for what is read after the walk (``summaries``,
+    A ``ModelSource`` for what is read after the walk (``summaries``,
     ``provider_uuids``): every provider of the trees ``roots``, and the uuid
     of each provider in ``named``.
     """
 
-    def __init__(self, source: Source, roots: Iterable[int], named: Iterable[int]) -> None:
+    def __init__(self, source: ModelSource, roots: Iterable[int], named: Iterable[int]) -> None:
         self._summaries = source.summaries(roots=roots)
         self._uuids = {rp: summary.uuid for rp, summary in self._summaries.items()}
         missing = set(named) - self._uuids.keys()
@@ -583,7 +559,7 @@ def _unsuffixed_options(group: GroupIds, providers: list[int], facts: dict[int, 
     return by_anchor
 
 
-def _rules(source: Source, request: CandidateRequest, unsuffixed: GroupIds | None,
+def _rules(source: ModelSource, request: CandidateRequest, unsuffixed: GroupIds | None,
            unsuffixed_traits: list[int], matches: _Matches) -> Rules:
     facts = matches.facts
     ancestors: dict[int, frozenset[int]] = {}

@@ -44,10 +44,11 @@ from typing import Any
 from allotment.candidates import engine, rules, search
 from allotment.candidates.budget import Budget
 from allotment.candidates.engine import Result, SearchObserver
-from allotment.candidates.model import ReadModel, State
+from allotment.candidates.model import ReadModel, State, state_for_request
 from allotment.candidates.request import CandidateRequest, RequestGroup, Settings
 from allotment.candidates.resolved import (
     GroupIds,
+    Roots,
     group_ids,
     unknown_classes,
     unknown_traits,
@@ -105,16 +106,16 @@ class Cloud:
 
     def _shared_with(self) -> dict[int, list[int]]:
         """root -> the sharing providers of other trees in an aggregate with one of
-        its providers."""
-        found: dict[int, set[int]] = {}
-        for share in self.sharing:
+        its providers: the engine's own reach (``ModelSource.sharing_anchors``),
+        before root_required and forbidden aggregates, which explain judges."""
+        anchors = ModelSource(self.state).sharing_anchors(self.sharing, Roots(), frozenset())
+        found: dict[int, list[int]] = {}
+        for share in sorted(anchors):
             own_root = self.providers[share].root
-            for aggregate in self.providers[share].aggregates:
-                for member in self.state.members.get(aggregate, ()):
-                    root = self.providers[member].root
-                    if root != own_root:
-                        found.setdefault(root, set()).add(share)
-        return {root: sorted(shares) for root, shares in found.items()}
+            for anchor in anchors[share]:
+                if anchor.root != own_root:
+                    found.setdefault(anchor.root, []).append(share)
+        return found
 
 
 # --- reasons -----------------------------------------------------------------
@@ -181,6 +182,7 @@ class _Context:
     root_required: frozenset[int]
     root_forbidden: frozenset[int]
     root_rule: rules.RootTraits | None = None
+    sharing_trait: int | None = None
     # suffix -> the classes and traits of the group that do not exist
     unknown_names: dict[str, list[str]] = field(default_factory=dict)
     _rules: dict[tuple[str, bool, bool], list[rules.Rule]] = field(default_factory=dict)
@@ -641,20 +643,23 @@ class _Steps:
                              self.kept(rules.ForbiddenTraits(group.forbidden), pool),
                              "after filtering by forbidden traits: {n}")
         if ctx.root_required:
-            pool = self._root_step(suffix, pool, "root_required", "root_required",
+            pool = self._root_step(group, pool, "root_required", "root_required",
                                    rules.RootTraits(ctx.root_required, frozenset(), state))
         if ctx.root_forbidden:
-            pool = self._root_step(suffix, pool, "root_forbidden", "forbidden root traits",
+            pool = self._root_step(group, pool, "root_forbidden", "forbidden root traits",
                                    rules.RootTraits(frozenset(), ctx.root_forbidden, state))
         return pool
 
-    def _root_step(self, suffix: str, pool: set[int], name: str, words: str,
+    def _root_step(self, group: GroupIds, pool: set[int], name: str, words: str,
                    rule: rules.RootTraits) -> set[int]:
-        # root_required holds for a sharing provider's offer wherever it serves.
-        cloud = self.ctx.cloud
-        return self.step(suffix, name, (rp for rp in pool if rule.passes(cloud.providers[rp])
-                                        or rp in cloud.sharing),
-                         f"after filtering by {words}: {{n}}")
+        # A provider serving other trees is not held to its own root's traits:
+        # the engine's rule for who does (``rules.sharing_escape``).
+        providers = self.ctx.cloud.providers
+        shares = rules.sharing_escape(group, self.ctx.sharing_trait)
+        return self.step(group.suffix, name, (
+            rp for rp in pool if rule.passes(providers[rp])
+            or (shares is not None and shares.passes(providers[rp]))),
+            f"after filtering by {words}: {{n}}")
 
     def _meeting(self, group: GroupIds, pool: set[int], unsuffixed: bool) -> Iterable[int]:
         required = rules.RequiredTraits(group.required)
@@ -769,10 +774,11 @@ def answer_and_explain(db: Database, model: ReadModel | None, request: Candidate
                        observer: SearchObserver | None = None) -> tuple[Result, Explanation]:
     """The answer to ``request``, as ``engine.answer`` gives it, and why the other
     trees are not in it, judged on the state that answered (held throughout)."""
-    with engine.state_of(db, model) as state:
-        result = engine.find(ModelSource(state), request, settings, budget=budget,
+    # Held throughout, not let go early: the judging reads the same state.
+    with state_for_request(db, model) as held:
+        result = engine.find(ModelSource(held.state), request, settings, budget=budget,
                              observer=observer)
-        return result, explain(state, request, result, settings, sample_limit)
+        return result, explain(held.state, request, result, settings, sample_limit)
 
 
 def explain(state: State, request: CandidateRequest, result: Result,
@@ -793,6 +799,7 @@ def explain(state: State, request: CandidateRequest, result: Result,
         aggregate_uuids={agg: uuid for uuid, agg in names.aggregates.items()},
         root_required=frozenset(names.traits[n] for n in request.root_required),
         root_forbidden=frozenset(names.traits[n] for n in request.root_forbidden),
+        sharing_trait=names.sharing_trait,
         unknown_names={g.suffix: [*unknown_classes(g, names), *unknown_traits(g, names)]
                        for g in request.groups})
     if ctx.root_required or ctx.root_forbidden:

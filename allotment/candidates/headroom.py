@@ -15,7 +15,7 @@ an overlay of usage (``Usage``); the state is never changed:
 
 * **single** layout (one request group; no nested or sharing provider holds a
   requested class): every candidate is one provider, found by the source with
-  the rule book as the engine finds it (``Source.single_holders``, then room),
+  the rule book as the engine finds it (``ModelSource.single_holders``, then room),
   and providers share nothing, so the count per provider is the capacity
   rule's closed form (``rules.Fits.times_each``: ``capacity.how_many`` per
   class, the least of them). Exact, and the most that can fit (``optimal``).
@@ -74,7 +74,7 @@ from typing import Any, NamedTuple
 
 from allotment.candidates import engine, rules, search
 from allotment.candidates.budget import Budget
-from allotment.candidates.model import Provider, ReadModel, State, load
+from allotment.candidates.model import Provider, ReadModel, State, state_for_request
 from allotment.candidates.request import CandidateRequest
 from allotment.candidates.search import Candidate, Slot
 from allotment.candidates.sources import ModelSource
@@ -244,8 +244,7 @@ class _Tally:
 
 def answer(db: Database, model: ReadModel | None, request: CandidateRequest,
            what_if: WhatIf | None = None, budget: Budget | None = None) -> Headroom:
-    """``count`` on the read model when there is one, else on a state loaded for
-    this request alone (as ``engine.answer`` reads).
+    """``count`` on the state for this request (``model.state_for_request``).
 
     A count that may be large by its shape alone (``shape_bound``) takes its
     large-search slot first: refused for lack of one, it never takes the model.
@@ -254,12 +253,8 @@ def answer(db: Database, model: ReadModel | None, request: CandidateRequest,
     budget = budget or Budget.unlimited()
     budget.admit(shape_bound(request, what_if,
                              model.providers_known if model is not None else 0))
-    if model is None:
-        with db.snapshot() as conn:
-            state = load(conn)
-        return count(state, request, what_if, budget)
-    with model.held() as hold:
-        return count(hold.state, request, what_if, budget, release=hold.release)
+    with state_for_request(db, model) as held:
+        return count(held.state, request, what_if, budget, release=held.release)
 
 
 def shape_bound(request: CandidateRequest, what_if: WhatIf, providers: int) -> int:

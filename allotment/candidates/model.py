@@ -559,3 +559,29 @@ class ReadModel:
             # The next request brings the load up to date from where it began.
             self._state, self._position = fresh, fresh_position
             return False
+
+
+@dataclass(frozen=True)
+class RequestState:
+    """The state one request answers from (``state_for_request``)."""
+
+    state: State
+    # Lets go of the read model before the request is done (``Hold.release``);
+    # None for a state loaded for this request alone, which no one waits for.
+    release: Callable[[], None] | None = None
+
+
+@contextmanager
+def state_for_request(db: Database, model: ReadModel | None) -> Iterator[RequestState]:
+    """The state a request answers from, held until the block ends: the worker's
+    read model brought up to date now, or without one (``[allotment]
+    candidates_source = database``) a state loaded now, in one snapshot, for
+    this request alone. Candidates, explain and headroom all read through here,
+    so they see the cloud the same way."""
+    if model is None:
+        with db.snapshot() as conn:
+            state = load(conn)
+        yield RequestState(state)
+        return
+    with model.held() as hold:
+        yield RequestState(hold.state, hold.release)

@@ -1,6 +1,6 @@
 """A request resolved to ids, and what the source answers about it: plain values.
 
-The engine asks its ``sources.Source`` about these and gets these back;
+The engine asks its ``sources.ModelSource`` about these and gets these back;
 explain reads them too.
 """
 
@@ -179,7 +179,7 @@ class Roots:
 # --- what a source answers ----------------------------------------------------
 
 class MatchFlag(enum.IntFlag):
-    """Bits of the ``flags`` column of match rows (facts about the provider)."""
+    """Facts about the provider of a ``MatchRow`` (its ``flags``), as bits."""
 
     SHARING = 1       # the provider has MISC_SHARES_VIA_AGGREGATE
     ROOT_OK = 2       # its root passes root_required

@@ -220,6 +220,36 @@ class RootTraits:
         return found
 
 
+@dataclass(frozen=True, slots=True)
+class SharesAcrossTrees:
+    """A provider that serves ``group`` in trees other than its own: it has
+    MISC_SHARES_VIA_AGGREGATE and, for the unsuffixed group with member_of,
+    is itself in those aggregates. Where it serves another tree, its own
+    root decides neither root_required nor the unsuffixed group's aggregates
+    (``sharing_escape`` says for which groups)."""
+
+    sharing_trait: int
+    # The unsuffixed group's member_of (empty for a granular group).
+    member_of: tuple[frozenset[int], ...] = ()
+    filter: str = "sharing"
+
+    def passes(self, provider: Provider) -> bool:
+        return self.sharing_trait in provider.traits and _met(provider.aggregates,
+                                                              self.member_of)
+
+
+def sharing_escape(group: GroupIds, sharing_trait: int | None) -> SharesAcrossTrees | None:
+    """Who serves ``group`` across trees; None when no one does: no provider
+    shares, or the unsuffixed group is held to one tree by in_tree."""
+    if sharing_trait is None:
+        return None
+    if group.same_provider:
+        return SharesAcrossTrees(sharing_trait)
+    if group.tree_root is not None:
+        return None
+    return SharesAcrossTrees(sharing_trait, group.member_of)
+
+
 def root_traits(roots: Roots, state: State) -> RootTraits | None:
     if not roots:
         return None

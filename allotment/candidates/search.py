@@ -1,7 +1,7 @@
 """Combining request groups into candidates, lazily, one tree at a time.
 
-Pure functions over plain data (provider ids, class ids, amounts): no SQL,
-no HTTP. The source has already found, with the rule book (``rules``), for
+Pure functions over plain data (provider ids, class ids, amounts): no
+state, no HTTP. The source has already found, with the rule book (``rules``), for
 every request group the providers that can serve it on their own; here we
 pick one provider per
 *slot* so that everything fits together:
@@ -101,7 +101,7 @@ def feasible(slots: list[Slot], rules: Rules) -> bool:
             suppliers.setdefault(rc, set()).update(slot.options)
     for rc, total in demand.items():
         if takers[rc] == 1:
-            continue  # the database checked a single taker's room
+            continue  # the source kept only providers with room for it (rules.Fits)
         rooms = [max(rules.room.get((rp, rc), 0), 0) for rp in suppliers[rc]]
         if total > sum(rooms):
             LOG.debug("tree skipped: %d of class %d requested, %d available",

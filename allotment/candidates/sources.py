@@ -1,6 +1,6 @@
 """Where the engine's questions are answered: a ``model.State``.
 
-``engine`` asks a ``Source`` a handful of questions (names to ids and the
+``engine`` asks a ``ModelSource`` a handful of questions (names to ids and the
 cloud's layout, whether root_required or a member_of matches any provider,
 providers that serve one group alone, match rows per group and class,
 sharing anchors, tree shapes, summaries). ``ModelSource`` answers
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Iterator
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 from allotment.candidates import rules
 from allotment.candidates.model import Provider, State
@@ -31,36 +31,6 @@ from allotment.candidates.resolved import (
     canonical_parts,
 )
 from allotment.ledger.common import STANDARD_CLASS_IDS
-
-
-class Source(Protocol):
-    def resolve(self, request: CandidateRequest) -> NameIds: ...
-
-    def roots_match(self, roots: Roots) -> bool: ...
-
-    def aggregates_match(self, member_of: tuple[frozenset[int], ...]) -> bool: ...
-
-    def single_trees(self, group: GroupIds, roots: Roots, limit: int | None
-                     ) -> dict[int, ProviderSummary]: ...
-
-    def single_holders(self, group: GroupIds, roots: Roots) -> list[Provider]: ...
-
-    def single_providers(self, group: GroupIds, roots: Roots, limit: int | None,
-                         rng: random.Random | None) -> list[tuple[int, int]]: ...
-
-    def match(self, groups: list[GroupIds], sharing_trait: int | None, roots: Roots,
-              unsuffixed_traits: list[int]) -> list[MatchRow]: ...
-
-    def sharing_anchors(self, providers: Iterable[int], roots: Roots,
-                        forbidden_aggs: frozenset[int]) -> dict[int, list[Anchor]]: ...
-
-    def tree_parents(self, roots: Iterable[int]) -> dict[int, int | None]: ...
-
-    def summaries(self, roots: Iterable[int] = (), providers: Iterable[int] = ()
-                  ) -> dict[int, ProviderSummary]: ...
-
-    def provider_uuids(self, ids: Iterable[int]) -> dict[int, str]: ...
-
 
 Check = Callable[[Provider], bool]
 
@@ -258,16 +228,11 @@ class ModelSource:
                     flags |= ROOT_BAD_FLAG
             return flags
 
+        shares = rules.sharing_escape(group, sharing_trait)
+
         def escape(p: Provider, flags: int) -> bool:
             # A sharing provider's own root does not decide.
-            if sharing_trait is None or (not group.same_provider
-                                         and group.tree_root is not None):
-                return False
-            if not flags & SHARING_FLAG:
-                return False
-            if not group.same_provider and group.member_of:
-                return bool(flags & MEMBER_FLAG)
-            return True
+            return shares is not None and shares.passes(p)
 
         def gate(p: Provider, flags: int) -> bool:
             if root_ok is None:
