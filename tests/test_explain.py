@@ -369,9 +369,8 @@ AGREEMENT_QUERIES = [
 ]
 
 
-@pytest.mark.parametrize("version, template", AGREEMENT_QUERIES)
-def test_judging_never_excludes_an_answered_tree(mixed, database, version, template):
-    """Trees in the answer pass every check; trees out of it have a reason."""
+def _judged_in_process(database, params: dict, minor: int, sample_limit: int):
+    """Explain's verdict on ``params`` at 1.``minor``, judging the answered trees too."""
     from allotment.candidates import engine
     from allotment.candidates import explain as diagnosis
     from allotment.candidates.model import load
@@ -381,15 +380,21 @@ def test_judging_never_excludes_an_answered_tree(mixed, database, version, templ
     from allotment.http.microversion import Version
     from allotment.http.request import Query
 
-    values = {"a": mixed.aggregate("a"), "b": mixed.aggregate("b"), "cn": mixed.uuid("cn")}
-    params = {key: value.format(**values) for key, value in template.items()}
-    request = parse_request(Query(path_for("", params)[1:]),
-                            Version(1, int(version.split(".")[1])))
+    request = parse_request(Query(path_for("", params)[1:]), Version(1, minor))
     with database.db.snapshot() as conn:
         state = load(conn)
     result = engine.find(ModelSource(state), request, Settings())
-    found = diagnosis.explain(state, request, result, Settings(), sample_limit=1000,
-                              check_answered=True)
+    return diagnosis.explain(state, request, result, Settings(), sample_limit=sample_limit,
+                             check_answered=True)
+
+
+@pytest.mark.parametrize("version, template", AGREEMENT_QUERIES)
+def test_judging_never_excludes_an_answered_tree(mixed, database, version, template):
+    """Trees in the answer pass every check; trees out of it have a reason."""
+
+    values = {"a": mixed.aggregate("a"), "b": mixed.aggregate("b"), "cn": mixed.uuid("cn")}
+    params = {key: value.format(**values) for key, value in template.items()}
+    found = _judged_in_process(database, params, int(version.split(".")[1]), 1000)
     assert found.disagreements == {}
     body = found.as_dict()
     check_contract(body)
@@ -679,14 +684,6 @@ def test_root_required_and_sharing_providers_agree(gold_and_sharing, database, t
     trees; for the unsuffixed group with member_of only when it is itself a
     member. Explain excludes exactly the trees the served answer leaves out
     and counts past root_required the providers the engine lets through."""
-    from allotment.candidates import engine
-    from allotment.candidates import explain as diagnosis
-    from allotment.candidates.model import load
-    from allotment.candidates.request import Settings
-    from allotment.candidates.sources import ModelSource
-    from allotment.http.candidates_query import parse_request
-    from allotment.http.microversion import Version
-    from allotment.http.request import Query
 
     cloud = gold_and_sharing
     values = {"a": cloud.aggregate("a"), "m": cloud.aggregate("m")}
@@ -704,10 +701,5 @@ def test_root_required_and_sharing_providers_agree(gold_and_sharing, database, t
              if s["filter"] == "root_required"}
     assert steps == root_steps
     # Judging the trees in the answer too finds nothing against them.
-    request = parse_request(Query(path_for("", params)[1:]), Version(1, 39))
-    with database.db.snapshot() as conn:
-        state = load(conn)
-    result = engine.find(ModelSource(state), request, Settings())
-    found = diagnosis.explain(state, request, result, Settings(), sample_limit=100,
-                              check_answered=True)
+    found = _judged_in_process(database, params, 39, 100)
     assert found.disagreements == {}
