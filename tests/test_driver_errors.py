@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from allotment.db import availability, errors
 from allotment.db import tables as t
-from allotment.db.engine import SNAPSHOT_LEVEL, Database, create_engine
+from allotment.db.engine import PG_BEGIN_SNAPSHOT, SNAPSHOT_LEVEL, Database, create_engine
 from allotment.wsgi import make_app
 from tests.conftest import make_conf
 from tests.support.client import PlacementClient
@@ -129,7 +129,7 @@ def test_a_connection_lost_at_the_snapshots_first_statement_is_an_outage(databas
 
     @sa.event.listens_for(db.engine, "before_cursor_execute")
     def _drop(conn, _cursor, statement, _parameters, _context, _many):
-        if drops["left"] and statement == SNAPSHOT_LEVEL:
+        if drops["left"] and statement in (SNAPSHOT_LEVEL, PG_BEGIN_SNAPSHOT):
             drops["left"] -= 1
             _server_drops(database, conn.connection.dbapi_connection)
 

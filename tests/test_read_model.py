@@ -472,6 +472,40 @@ def test_a_snapshot_sees_one_state_and_its_connection_goes_back_read_committed(d
         db.engine.dispose()
 
 
+def test_each_kind_of_transaction_sends_what_it_needs_on_postgresql(database):
+    # A plain read sends no BEGIN and no COMMIT (its statements autocommit, each
+    # its own snapshot as READ COMMITTED gives anyway); a write and a snapshot
+    # are transactions at their level, and the connection keeps none open after.
+    if database.backend != "postgresql":
+        pytest.skip("autocommit reads are PostgreSQL's (psycopg's state tells)")
+    from psycopg.pq import TransactionStatus
+
+    db = Database(create_engine(database.url, pool_size=1, max_overflow=0))
+    level = sa.text("SHOW transaction_isolation")
+
+    def status(conn: sa.Connection) -> TransactionStatus:
+        return conn.connection.dbapi_connection.info.transaction_status
+
+    try:
+        for _ in range(2):  # and again on the same pooled connection
+            with db.read() as conn:
+                assert conn.execute(level).scalar() == "read committed"
+                assert status(conn) == TransactionStatus.IDLE
+            with db.snapshot() as conn:
+                assert conn.execute(level).scalar() == "repeatable read"
+                assert status(conn) == TransactionStatus.INTRANS
+            with db.write() as conn:
+                assert conn.execute(level).scalar() == "read committed"
+                assert status(conn) == TransactionStatus.INTRANS
+            with db.engine.connect() as conn:  # anyone else's: a transaction, as before
+                conn.execute(level)
+                assert status(conn) == TransactionStatus.INTRANS
+                conn.rollback()
+                assert status(conn) == TransactionStatus.IDLE
+    finally:
+        db.engine.dispose()
+
+
 def test_a_provider_deleted_and_made_again_under_its_uuid_is_found_by_it(client, database):
     """Both changes read in one poll: the new row keeps the uuid, whichever row the
     model reads first (the old one's id is gone, the new one's is another on

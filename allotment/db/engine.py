@@ -17,6 +17,13 @@ restarting, refusing, a connection lost mid-transaction) surfaces from both as
 never began). Pooled connections are checked before use (``pool_pre_ping``)
 and the pool is invalidated on a disconnect, so service resumes with the
 first request after the database is back.
+
+Round trips: every request pays for its statements' and for the transaction
+around them. On PostgreSQL a plain read (``Database.read()``) runs its
+statements in autocommit, each its own snapshot as under READ COMMITTED
+anyway, so it sends no BEGIN and no COMMIT; writes and snapshots send their
+BEGIN themselves (``_configure_postgresql``), a snapshot's with its
+isolation level in the same statement.
 """
 
 from __future__ import annotations
@@ -46,9 +53,16 @@ SQLITE_BUSY_TIMEOUT_MS = 60_000
 # so a host that drops packets would hold a request thread for minutes).
 CONNECT_TIMEOUT = 10
 
-# The first statement of a snapshot's transaction (PostgreSQL and MySQL alike:
-# this transaction only, the session keeps READ COMMITTED).
+# The first statement of a snapshot's transaction on MySQL/MariaDB (this
+# transaction only, the session keeps READ COMMITTED); PostgreSQL begins one
+# with the level in its BEGIN (``PG_BEGIN_SNAPSHOT``).
 SNAPSHOT_LEVEL = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
+PG_BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
+PG_BEGIN_SNAPSHOT = "BEGIN ISOLATION LEVEL REPEATABLE READ"
+
+# Execution options of a Connection: what its transaction is (PostgreSQL).
+PLAIN_READ = "allotment_plain_read"
+ONE_SNAPSHOT = "allotment_one_snapshot"
 
 # See Database.reopen_tables_of_trigger.
 REOPEN_INTERVAL = 0.2
@@ -87,9 +101,9 @@ def create_engine(url: str | URL, *, sqlite_synchronous: bool = True,
         kwargs["isolation_level"] = "READ COMMITTED"
         if "connect_timeout" not in parsed.query:
             kwargs["connect_args"] = {"connect_timeout": CONNECT_TIMEOUT}
-        kwargs["pool_pre_ping"] = True
         # The rollback of a connection coming back to the pool is
         # availability.install's, which tolerates a connection just dropped.
+        kwargs["pool_pre_ping"] = True
         kwargs["pool_reset_on_return"] = None
         kwargs["pool_recycle"] = recycle
         kwargs["pool_size"] = pool_size if pool_size else 10
@@ -120,6 +134,23 @@ def _configure_postgresql(engine: Engine) -> None:
         cursor.execute("SET jit = off")
         cursor.close()
         dbapi_conn.commit()
+        # Statements outside a transaction commit themselves; every transaction
+        # sends its own BEGIN (below), a plain read none.
+        dbapi_conn.autocommit = True
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        raw = conn.connection.dbapi_connection
+        if raw is not None and not raw.autocommit:
+            # Something set an isolation level through SQLAlchemy (Alembic's
+            # autocommit block), whose reset turned autocommit off: psycopg would
+            # begin a transaction of its own before ours, and a snapshot's level
+            # would be lost in it.
+            raw.autocommit = True
+        options = conn.get_execution_options()
+        if options.get(PLAIN_READ):
+            return
+        conn.exec_driver_sql(PG_BEGIN_SNAPSHOT if options.get(ONE_SNAPSHOT) else PG_BEGIN)
 
 
 def _configure_sqlite(engine: Engine, synchronous: bool) -> None:
@@ -189,8 +220,10 @@ class Database:
             with self.engine.connect() as conn:
                 if write:
                     conn.execution_options(allotment_write=True)
+                elif self.backend == "postgresql":
+                    conn.execution_options(**{ONE_SNAPSHOT if one_snapshot else PLAIN_READ: True})
                 with conn.begin():
-                    if one_snapshot:
+                    if one_snapshot and self.backend != "postgresql":
                         # For this transaction only, as a statement: SQLAlchemy's
                         # per-connection ``isolation_level`` would reset the session
                         # when the connection is checked in, outside its error
