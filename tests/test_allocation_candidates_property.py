@@ -23,6 +23,7 @@ from allotment.candidates import explain as diagnosis
 from allotment.candidates.model import load
 from allotment.candidates.request import Settings
 from allotment.candidates.sources import ModelSource
+from allotment.candidates.trace import Trace
 from allotment.http.candidates_query import parse_request
 from allotment.http.microversion import Version
 from allotment.http.request import Query as HttpQuery
@@ -371,17 +372,23 @@ def test_candidates_match_the_reference_and_can_be_claimed(client, database, dat
         db=database.db, prepare=False))
     reference_body = Cloud(reference).candidates(version=q.version, **params(q, cloud)).json()
     assert body == reference_body, (q, providers)
-    # Explain, judging the state that answers: no answered tree is excluded, and the
-    # trees it does not judge one by one would have had no reason.
+    # Explain, the engine's trace of the same search: the traced search (always the
+    # spread path) finds the candidates the served one does, and every tree out of
+    # the answer has a reason.
     major, minor = (int(n) for n in q.version.split("."))
     request = parse_request(HttpQuery(urlencode(params(q, cloud), doseq=True)),
                             Version(major, minor))
     with database.db.snapshot() as conn:
         state = load(conn)
     result = engine.find(ModelSource(state), request, Settings())
-    judged = diagnosis.explain(state, request, result, Settings(), check_answered=True)
-    assert judged.disagreements == {}, (q, providers)
-    assert judged.qualified >= len({root for c in result.candidates for root in c.roots})
+    trace = Trace()
+    traced = engine.find(ModelSource(state), request, Settings(), trace=trace)
+    assert [c.key() for c in traced.candidates] == [c.key() for c in result.candidates], (
+        q, providers)
+    explained = diagnosis.explain(state, request, traced, trace, Settings(), sample_limit=1000)
+    assert all(reasons for _, _, reasons in explained.excluded), (q, providers)
+    assert len(explained.excluded) == explained.total - explained.qualified
+    assert explained.qualified >= len({root for c in result.candidates for root in c.roots})
 
     # Every request can be claimed as returned (a sample, to stay quick).
     for request in body["allocation_requests"][:3]:

@@ -9,12 +9,13 @@ from hypothesis import strategies as st
 from allotment.candidates.search import (
     Candidate,
     Rules,
+    Shortfall,
     Slot,
-    feasible,
     generate,
     in_one_subtree,
     round_robin,
     select,
+    shortfall,
     tree_candidates,
     unique,
 )
@@ -73,14 +74,32 @@ def test_same_subtree():
     assert only.mappings == {"_A": (2,), "_B": (4,)} and only.allocations == {4: {VGPU: 1}}
 
 
-def test_feasible_prechecks():
+def test_prechecks_say_why_a_tree_has_no_candidate():
     room = {(d, VGPU): 1 for d in range(8)}
-    assert feasible(gpu_slots(8, list(range(8))), Rules(room=room))
-    assert not feasible(gpu_slots(9, list(range(8))), Rules(room=room))
+    assert shortfall(gpu_slots(8, list(range(8))), Rules(room=room)) is None
+    nine = gpu_slots(9, list(range(8)))
+    suffixes = tuple(sorted(slot.suffix for slot in nine))
+    assert shortfall(nine, Rules(room=room)) == Shortfall(
+        "combination", suffixes, VGPU, requested=9, available=8)
     big = {(d, VGPU): 4 for d in range(8)}
-    assert feasible(gpu_slots(9, list(range(8))), Rules(room=big))
-    assert not feasible(gpu_slots(9, list(range(8))), Rules(room=big, isolate=True))
-    assert not feasible([Slot("", ((VCPU, 1),), (), False)], Rules(room={}))
+    assert shortfall(nine, Rules(room=big)) is None
+    assert shortfall(nine, Rules(room=big, isolate=True)) == Shortfall(
+        "group_policy_isolate", tuple(slot.suffix for slot in nine), fitting=8)
+    assert shortfall([Slot("", ((VCPU, 1),), (), False)], Rules(room={})) == Shortfall()
+
+
+def test_a_walk_without_candidates_says_which_check_failed():
+    ancestors = {1: frozenset({1}), 2: frozenset({1, 2}), 3: frozenset({1, 3})}
+    slots = [Slot("_A", ((VGPU, 1),), (2,), True), Slot("_B", ((VGPU, 1),), (3,), True)]
+    heard: list[Shortfall] = []
+    rules = Rules(room={(2, VGPU): 1, (3, VGPU): 1},
+                  same_subtrees=(frozenset({"_A", "_B"}),), ancestors=ancestors)
+    assert list(tree_candidates(slots, rules, none_found=heard.append)) == []
+    assert heard == [Shortfall("same_subtree", ("_A", "_B"))]
+    heard.clear()
+    assert len(list(tree_candidates(slots, Rules(room=rules.room),
+                                    none_found=heard.append))) == 1
+    assert heard == []
 
 
 def test_wide_trees_yield_the_first_candidates_lazily():

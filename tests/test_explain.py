@@ -369,13 +369,15 @@ AGREEMENT_QUERIES = [
 ]
 
 
-def _judged_in_process(database, params: dict, minor: int, sample_limit: int):
-    """Explain's verdict on ``params`` at 1.``minor``, judging the answered trees too."""
+def _explained_in_process(database, params: dict, minor: int, sample_limit: int):
+    """Explain on ``params`` at 1.``minor``, in process: the candidates the traced
+    search found, those the plain search finds, and the explanation."""
     from allotment.candidates import engine
     from allotment.candidates import explain as diagnosis
     from allotment.candidates.model import load
     from allotment.candidates.request import Settings
     from allotment.candidates.sources import ModelSource
+    from allotment.candidates.trace import Trace
     from allotment.http.candidates_query import parse_request
     from allotment.http.microversion import Version
     from allotment.http.request import Query
@@ -383,19 +385,28 @@ def _judged_in_process(database, params: dict, minor: int, sample_limit: int):
     request = parse_request(Query(path_for("", params)[1:]), Version(1, minor))
     with database.db.snapshot() as conn:
         state = load(conn)
-    result = engine.find(ModelSource(state), request, Settings())
-    return diagnosis.explain(state, request, result, Settings(), sample_limit=sample_limit,
-                             check_answered=True)
+    trace = Trace()
+    traced = engine.find(ModelSource(state), request, Settings(), trace=trace)
+    plain = engine.find(ModelSource(state), request, Settings())
+    found = diagnosis.explain(state, request, traced, trace, Settings(),
+                              sample_limit=sample_limit)
+    return traced, plain, found
+
+
+def _same_candidates(one, other) -> None:
+    assert [c.key() for c in one.candidates] == [c.key() for c in other.candidates]
 
 
 @pytest.mark.parametrize("version, template", AGREEMENT_QUERIES)
-def test_judging_never_excludes_an_answered_tree(mixed, database, version, template):
-    """Trees in the answer pass every check; trees out of it have a reason."""
+def test_every_tree_out_of_the_answer_has_a_reason(mixed, database, version, template):
+    """The traced search answers as the plain one; every tree out of it has a reason."""
 
     values = {"a": mixed.aggregate("a"), "b": mixed.aggregate("b"), "cn": mixed.uuid("cn")}
     params = {key: value.format(**values) for key, value in template.items()}
-    found = _judged_in_process(database, params, int(version.split(".")[1]), 1000)
-    assert found.disagreements == {}
+    traced, plain, found = _explained_in_process(database, params,
+                                                 int(version.split(".")[1]), 1000)
+    _same_candidates(traced, plain)
+    assert all(reasons for _, _, reasons in found.excluded)
     body = found.as_dict()
     check_contract(body)
     assert body["trees"]["total"] == 4
@@ -700,6 +711,40 @@ def test_root_required_and_sharing_providers_agree(gold_and_sharing, database, t
     steps = {s["group"]: s["providers"] for s in body["explanation"]["steps"]
              if s["filter"] == "root_required"}
     assert steps == root_steps
-    # Judging the trees in the answer too finds nothing against them.
-    found = _judged_in_process(database, params, 39, 100)
-    assert found.disagreements == {}
+    traced, plain, _ = _explained_in_process(database, params, 39, 100)
+    _same_candidates(traced, plain)
+
+
+@pytest.mark.parametrize("version, template", AGREEMENT_QUERIES)
+def test_a_groups_rules_refuse_exactly_the_providers_they_keep_out(mixed, database, version,
+                                                                   template):
+    """What the match keeps (``passes``) and what explain is told (``why_not``) are
+    one rule: a provider is refused, at home or in another tree, exactly when it
+    does not serve there."""
+    from allotment.candidates import rules
+    from allotment.candidates.model import load
+    from allotment.candidates.resolved import Roots, group_ids
+    from allotment.candidates.sources import ModelSource
+    from allotment.http.candidates_query import parse_request
+    from allotment.http.microversion import Version
+    from allotment.http.request import Query
+
+    values = {"a": mixed.aggregate("a"), "b": mixed.aggregate("b"), "cn": mixed.uuid("cn")}
+    params = {key: value.format(**values) for key, value in template.items()}
+    request = parse_request(Query(path_for("", params)[1:]),
+                            Version(1, int(version.split(".")[1])))
+    with database.db.snapshot() as conn:
+        state = load(conn)
+    names = ModelSource(state).resolve(request)
+    roots = Roots(required=tuple(names.traits[n] for n in request.root_required),
+                  forbidden=tuple(names.traits[n] for n in request.root_forbidden))
+    for group in request.groups:
+        group_rules = rules.group_rules(group_ids(group, names), state, names.sharing_trait,
+                                        roots)
+        for provider in state.providers.values():
+            anywhere = group_rules.serves_anywhere(provider)
+            assert (not group_rules.why_not(provider, home=True)) == (
+                anywhere and group_rules.serves_home(provider)), (group, provider.name)
+            if group_rules.shares is not None:
+                assert (not group_rules.why_not(provider, home=False)) == (
+                    anywhere and group_rules.serves_others(provider)), (group, provider.name)

@@ -9,15 +9,19 @@ Data flow::
                                          each question about that state:
       resolve                            names -> ids (resolved.py), the cloud's layout
       single path:  single_trees         providers that serve the one group alone
-      spread path:  match                per (group, class): providers with room
-                    sharing_anchors      trees each sharing provider serves
+      spread path:  match                per (group, class): providers with room that
+                                         pass the group's rules (rules.group_rules)
+                    plan.plan            each slot's options per tree (sharing_anchors:
+                                         the trees each sharing provider serves)
                     search.tree_candidates   per anchor tree, lazily, fail-first DFS
                     summaries            trees of the answer only
     http/candidates_render.render_json   the shape of the microversion
 
 Every filter a provider must pass is a rule of ``rules`` (the rule book); the
-source selects with the rules, and ``explain`` asks the same rules why not,
-on the same state. Rules between providers and groups are ``search.Rules``.
+source selects with the rules. Rules between providers and groups are
+``search.Rules``. ``explain`` words the engine's ``trace.Trace`` of the same
+search: the plan's missing options (asking the rules that decided why not)
+and the walk's ``search.Shortfall``.
 The state is kept current from the change log the database's triggers fill
 (``feed``; migration 0003).
 

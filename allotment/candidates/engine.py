@@ -38,28 +38,23 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from functools import partial
+from typing import Protocol
 
-from allotment.candidates import resolved, search
+from allotment.candidates import resolved, rules, search
 from allotment.candidates.budget import Budget, bounded_product
 from allotment.candidates.model import ReadModel, state_for_request
+from allotment.candidates.plan import plan, reach, single_plan
 from allotment.candidates.request import CandidateRequest, Settings
-from allotment.candidates.resolved import GroupIds, MatchFlag, MatchRow, ProviderSummary
-from allotment.candidates.search import Candidate, Rules, Slot
+from allotment.candidates.resolved import GroupIds, ProviderSummary
+from allotment.candidates.search import Candidate
 from allotment.candidates.sources import ModelSource
+from allotment.candidates.trace import Trace
 from allotment.db.engine import Database
 
 LOG = logging.getLogger(__name__)
-
-# Match-row flag bits as plain ints: ``int & IntFlag`` builds an enum per
-# test, which the per-provider loops below would pay thousands of times.
-SHARING = MatchFlag.SHARING.value
-ROOT_OK = MatchFlag.ROOT_OK.value
-MEMBER = MatchFlag.MEMBER.value
-ROOT_MEMBER = MatchFlag.ROOT_MEMBER.value
-ROOT_BAD = MatchFlag.ROOT_BAD.value
 
 
 @dataclass
@@ -92,18 +87,19 @@ def answer(db: Database, model: ReadModel | None, request: CandidateRequest,
 def find(source: ModelSource, request: CandidateRequest, settings: Settings,
          rng: random.Random | None = None, budget: Budget | None = None,
          release: Callable[[], None] | None = None,
-         observer: SearchObserver | None = None) -> Result:
+         observer: SearchObserver | None = None, trace: Trace | None = None) -> Result:
     """The allocation candidates for ``request`` (unknown names raise).
 
     ``budget`` bounds the search (``candidates.budget``; its refusals raise);
     without one it is unbounded. ``release``, when given, lets go of the
     source: a large search calls it once it has copied what it needs, and
     walks its trees without holding the read model (other requests go on).
-    ``observer``, when given, hears of the search once it is done.
+    ``observer``, when given, hears of the search once it is done. ``trace``,
+    when given, is filled in with what the search decided (for explain).
     """
     started = time.perf_counter()
     path, result = _find(source, request, settings, rng, budget or Budget.unlimited(),
-                         release)
+                         release, trace)
     if observer is not None:
         observer.candidates_found(path, len(result.candidates),
                                   time.perf_counter() - started)
@@ -112,10 +108,15 @@ def find(source: ModelSource, request: CandidateRequest, settings: Settings,
 
 def _find(source: ModelSource, request: CandidateRequest, settings: Settings,
           rng: random.Random | None, budget: Budget,
-          release: Callable[[], None] | None) -> tuple[str, Result]:
+          release: Callable[[], None] | None, trace: Trace | None = None
+          ) -> tuple[str, Result]:
     """``find``, and which path it took."""
     prepared = prepare(source, request, budget)
     class_names = prepared.class_names
+    if trace is not None:
+        trace.names, trace.possible = prepared.names, prepared.possible
+        trace.groups = prepared.groups or [resolved.group_ids(group, prepared.names)
+                                           for group in request.groups]
     if not prepared.possible:
         return "none", Result(class_names=class_names)
     names, groups, roots = prepared.names, prepared.groups, prepared.roots
@@ -125,13 +126,20 @@ def _find(source: ModelSource, request: CandidateRequest, settings: Settings,
     tail: Summaries = source
     if prepared.single:
         path = "single" if rng is None else "single_random"
-        candidates, summary_of = _single(source, groups[0], request, settings, rng, roots)
+        every = None
+        if trace is not None:
+            trace.group_rules = [rules.group_rules(groups[0], source.state, names.sharing_trait,
+                                                   roots)]
+            trace.plan = single_plan(source, groups[0], roots)
+            every = trace.plan.order
+        candidates, summary_of = _single(source, groups[0], request, settings, rng, roots,
+                                         every)
         budget.spend(len(candidates))
     else:
         path = ("spread_breadth_first" if _breadth_first(request, settings, rng)
                 else "spread_depth_first")
         candidates, tail = _spread(source, groups, request, settings, rng, names, roots,
-                                     budget, release)
+                                   budget, release, trace)
     LOG.debug("candidates: %d returned", len(candidates))
     if not candidates:
         return path, Result(class_names=class_names)
@@ -229,9 +237,12 @@ class _UpstreamStops:
 
 
 def _single(source: ModelSource, group: GroupIds, request: CandidateRequest,
-            settings: Settings, rng: random.Random | None, roots: resolved.Roots
+            settings: Settings, rng: random.Random | None, roots: resolved.Roots,
+            every: list[int] | None = None
             ) -> tuple[list[Candidate], dict[int, ProviderSummary] | None]:
-    """Each candidate is one provider: the source filters, orders and limits."""
+    """Each candidate is one provider: the source filters, orders and limits.
+    ``every``: all the providers that serve, in id order, when already known
+    (a trace lists them)."""
     cap = settings.max_candidates if settings.max_candidates >= 0 else None
     limits = [n for n in (request.limit, cap) if n is not None]
     amounts = dict(group.resources)  # shared by every candidate, never changed
@@ -241,7 +252,9 @@ def _single(source: ModelSource, group: GroupIds, request: CandidateRequest,
 
     if rng is None:
         # The trees come back with the matches (and their traits next).
-        trees = source.single_trees(group, roots, min(limits) if limits else None)
+        first = min(limits) if limits else None
+        trees = source.single_trees(group, roots, first) if every is None \
+            else source.summaries(roots=every[:first])
         matched = sorted(rp for rp, summary in trees.items() if summary.root_id == rp)
         LOG.debug("single-provider search: %d providers serve the whole request", len(matched))
         return [candidate(rp, rp) for rp in matched], trees
@@ -256,131 +269,20 @@ def _single(source: ModelSource, group: GroupIds, request: CandidateRequest,
     return chosen, None
 
 
-class _Facts(NamedTuple):
-    """What the match rows tell about one provider."""
-
-    root: int
-    flags: int
-    traits: int
-
-
-@dataclass
-class _Matches:
-    """Match rows sorted out: provider ids per part, facts, room."""
-
-    parts: list[tuple[int, int | None]]  # part -> (group index, class id or None)
-    by_part: list[list[int]]
-    facts: dict[int, _Facts]
-    room: dict[tuple[int, int], int]
-
-    def of_group(self, index: int) -> list[list[int]]:
-        return [rps for (i, _), rps in zip(self.parts, self.by_part, strict=True) if i == index]
-
-
-def _sort_rows(groups: list[GroupIds], rows: list[MatchRow]) -> _Matches:
-    parts: list[tuple[int, int | None]] = []
-    for index, group in enumerate(groups):
-        parts += [(index, rc) for rc, _ in group.resources] or [(index, None)]
-    by_part: list[list[int]] = [[] for _ in parts]
-    # Parts asked once for several groups share one list.
-    for part, first in enumerate(resolved.canonical_parts(groups)):
-        by_part[part] = by_part[first]
-    facts: dict[int, _Facts] = {}
-    room: dict[tuple[int, int], int] = {}
-    for row in rows:
-        by_part[row.part].append(row.provider)
-        if row.provider not in facts:
-            facts[row.provider] = _Facts(row.root, row.flags, row.traits)
-        if row.class_id is not None:
-            room[(row.provider, row.class_id)] = row.room
-    for rps in {id(rps): rps for rps in by_part}.values():
-        rps.sort()
-    return _Matches(parts, by_part, facts, room)
-
-
-@dataclass
-class Plan:
-    """A spread search laid out, before any tree is walked (``plan``).
-
-    One slot per choice (a granular group; a class of the unsuffixed group),
-    each slot's options under each anchor tree (provider ids in id order,
-    every one able to serve the slot alone at the state's usage), the anchor
-    trees that have an option for every slot (in id order) and the rules
-    between providers and groups the walk keeps.
-    """
-
-    slots: list[Slot]
-    options: list[dict[int, list[int]]]
-    order: list[int]
-    rules: Rules
-    facts: dict[int, _Facts]
-    # Some sharing provider serves trees other than its own.
-    has_sharing: bool = False
-
-    def tree(self, anchor: int, shuffle: random.Random | None = None
-             ) -> tuple[list[Slot], bool]:
-        """The slots of one anchor tree with their options, and whether any option
-        is a provider of that tree (False: only sharing providers from elsewhere)."""
-        facts = self.facts
-        tree_slots = []
-        local = False
-        for slot, by_anchor in zip(self.slots, self.options, strict=True):
-            choices = by_anchor[anchor]
-            if shuffle is not None:
-                choices = shuffle.sample(choices, len(choices))
-            local = local or any(facts[rp].root == anchor for rp in choices)
-            tree_slots.append(Slot(slot.suffix, slot.amounts, tuple(choices), slot.granular))
-        return tree_slots, local
-
-
-def plan(source: ModelSource, groups: list[GroupIds], request: CandidateRequest,
-         names: resolved.NameIds, roots: resolved.Roots) -> Plan | None:
-    """The spread search for ``groups`` laid out on the source's state; None when
-    no tree can serve them."""
-    unsuffixed = next((g for g in groups if not g.same_provider), None)
-    unsuffixed_traits = sorted({trait for s in unsuffixed.required for trait in s}) \
-        if unsuffixed else []
-    matches = _sort_rows(groups, source.match(groups, names.sharing_trait, roots,
-                                              unsuffixed_traits))
-    for (index, rc), rps in zip(matches.parts, matches.by_part, strict=True):
-        LOG.debug("group '%s' class %s: %d providers have room and pass the filters",
-                  groups[index].suffix, rc, len(rps))
-        if not rps:
-            return None
-    facts = matches.facts
-
-    serving = _serving_alone(groups, matches)
-    if serving is None:
-        return None
-
-    # Which sharing providers may serve trees other than their own?
-    sharing = {rp for rps in serving.values() for rp in rps if facts[rp].flags & SHARING}
-    if unsuffixed is not None:
-        sharing |= {rp for rp, f in facts.items() if _shares_unsuffixed(f.flags, unsuffixed)}
-    anchors = source.sharing_anchors(
-        sharing, roots, unsuffixed.forbidden_aggs if unsuffixed else frozenset()
-    ) if sharing else {}
-    LOG.debug("%d sharing providers serve %d trees", len(anchors),
-              len({a.root for found in anchors.values() for a in found}))
-
-    slots, options = _slots(groups, matches, serving, anchors, roots)
-
-    viable = set(options[0]).intersection(*options[1:])
-    LOG.debug("%d trees have an option for every one of %d slots", len(viable), len(slots))
-    if not viable:
-        return None
-    rules = _rules(source, request, unsuffixed, unsuffixed_traits, matches)
-    return Plan(slots, options, sorted(viable), rules, facts, bool(anchors))
-
-
 def _spread(source: ModelSource, groups: list[GroupIds], request: CandidateRequest,
             settings: Settings, rng: random.Random | None, names: resolved.NameIds,
-            roots: resolved.Roots, budget: Budget, release: Callable[[], None] | None
-            ) -> tuple[list[Candidate], Summaries]:
+            roots: resolved.Roots, budget: Budget, release: Callable[[], None] | None,
+            trace: Trace | None) -> tuple[list[Candidate], Summaries]:
     """The candidates, and the source to read their summaries from (``source``,
     or a copy of the summaries it may need when it was let go of)."""
-    laid_out = plan(source, groups, request, names, roots)
-    if laid_out is None:
+    if trace is not None:
+        trace.group_rules = [rules.group_rules(group, source.state, names.sharing_trait, roots)
+                             for group in groups]
+        trace.reach = reach(source, names.sharing_trait)
+    laid_out = plan(source, groups, request, names, roots, whole=trace is not None)
+    if trace is not None:
+        trace.plan = laid_out
+    if laid_out is None or not laid_out.order:
         return [], source
     order = list(laid_out.order)
     # Random order before generating, so that a limit stays fair. With a cap
@@ -402,14 +304,19 @@ def _spread(source: ModelSource, groups: list[GroupIds], request: CandidateReque
 
     def make_tree(anchor: int) -> Iterator[Candidate]:
         tree_slots, local = laid_out.tree(anchor, shuffle)
+        if trace is not None:
+            trace.walked.append(anchor)
         if not local:
             # Only sharing providers from elsewhere: the same offers as any
             # other tree they serve alike.
             signature = tuple(frozenset(slot.options) for slot in tree_slots)
             if signature in seen_foreign:
+                if trace is not None:
+                    trace.same_offer.add(anchor)
                 return iter(())
             seen_foreign.add(signature)
-        return search.tree_candidates(tree_slots, laid_out.rules, budget.step)
+        none_found = None if trace is None else partial(trace.shortfalls.__setitem__, anchor)
+        return search.tree_candidates(tree_slots, laid_out.rules, budget.step, none_found)
 
     generated = search.generate(order, make_tree, _breadth_first(request, settings, rng))
     if laid_out.has_sharing:
@@ -417,42 +324,6 @@ def _spread(source: ModelSource, groups: list[GroupIds], request: CandidateReque
         generated = search.unique(generated)
     return search.select(budget.metered(generated, _entry_count), request.limit,
                          settings.max_candidates, rng), copied
-
-
-def _serving_alone(groups: list[GroupIds], matches: _Matches) -> dict[int, list[int]] | None:
-    """Per granular group (by index), the providers with room for all its classes;
-    None when one group has none."""
-    serving: dict[int, list[int]] = {}
-    for index, group in enumerate(groups):
-        if group.same_provider:
-            first, *others = matches.of_group(index)
-            serving[index] = sorted(set(first).intersection(*others)) if others else first
-            LOG.debug("group '%s': %d providers serve it alone", group.suffix,
-                      len(serving[index]))
-            if not serving[index]:
-                return None
-    return serving
-
-
-def _slots(groups: list[GroupIds], matches: _Matches, serving: dict[int, list[int]],
-           anchors: dict[int, list[resolved.Anchor]], roots: resolved.Roots
-           ) -> tuple[list[Slot], list[dict[int, list[int]]]]:
-    """One slot per choice (a granular group; a class of the unsuffixed group)
-    and, for each slot, its options under each anchor root."""
-    facts = matches.facts
-    slots: list[Slot] = []
-    options: list[dict[int, list[int]]] = []
-    for index, group in enumerate(groups):
-        if group.same_provider:
-            slots.append(Slot(group.suffix, group.resources, (), True))
-            options.append(_granular_options(serving[index], facts, anchors, roots))
-            continue
-        for (i, rc), rps in zip(matches.parts, matches.by_part, strict=True):
-            if i == index and rc is not None:
-                amount = dict(group.resources)[rc]
-                slots.append(Slot("", ((rc, amount),), (), False))
-                options.append(_unsuffixed_options(group, rps, facts, anchors, roots))
-    return slots, options
 
 
 class Summaries(Protocol):
@@ -493,7 +364,7 @@ def _entry_count(candidate: Candidate) -> int:
     return len(candidate.allocations)
 
 
-def _entries_bound(order: list[int], options: list[dict[int, list[int]]], slot_count: int,
+def _entries_bound(order: list[int], options: Sequence[Mapping[int, list[int]]], slot_count: int,
                    request: CandidateRequest, settings: Settings, budget: Budget) -> int:
     """An upper bound of the allocation entries the search can produce.
 
@@ -524,73 +395,3 @@ def _breadth_first(request: CandidateRequest, settings: Settings,
     """
     shuffled = rng is not None and settings.max_candidates < 0
     return settings.strategy == "breadth-first" or (shuffled and request.limit is not None)
-
-
-def _granular_options(serving: list[int], facts: dict[int, _Facts],
-                      anchors: dict[int, list[resolved.Anchor]],
-                      roots: resolved.Roots) -> dict[int, list[int]]:
-    """anchor root -> providers that can serve a granular group in that tree."""
-    by_anchor: dict[int, list[int]] = {}
-    for rp in serving:
-        root, flags, _ = facts[rp]
-        if not roots or flags & ROOT_OK:
-            by_anchor.setdefault(root, []).append(rp)
-        if flags & SHARING:
-            for anchor in anchors.get(rp, ()):
-                if anchor.root_ok and anchor.root != root:
-                    by_anchor.setdefault(anchor.root, []).append(rp)
-    return by_anchor
-
-
-def _unsuffixed_options(group: GroupIds, providers: list[int], facts: dict[int, _Facts],
-                        anchors: dict[int, list[resolved.Anchor]],
-                        roots: resolved.Roots) -> dict[int, list[int]]:
-    """anchor root -> providers that can serve one class of the unsuffixed group."""
-    by_anchor: dict[int, list[int]] = {}
-    for rp in providers:
-        root, flags, _ = facts[rp]
-        local = _local_unsuffixed(flags, group) and (not roots or flags & ROOT_OK)
-        if local:
-            by_anchor.setdefault(root, []).append(rp)
-        if _shares_unsuffixed(flags, group):
-            for anchor in anchors.get(rp, ()):
-                if anchor.root_ok and not anchor.bad and not (local and anchor.root == root):
-                    by_anchor.setdefault(anchor.root, []).append(rp)
-    return by_anchor
-
-
-def _rules(source: ModelSource, request: CandidateRequest, unsuffixed: GroupIds | None,
-           unsuffixed_traits: list[int], matches: _Matches) -> Rules:
-    facts = matches.facts
-    ancestors: dict[int, frozenset[int]] = {}
-    subtrees = tuple(s for s in request.same_subtrees if len(s) > 1)
-    if subtrees:
-        ancestors = search.ancestors(source.tree_parents({f.root for f in facts.values()}))
-    masks: tuple[int, ...] = ()
-    if unsuffixed is not None:
-        bit = {trait: 1 << i for i, trait in enumerate(unsuffixed_traits)}
-        masks = tuple(sum(bit[trait] for trait in s) for s in unsuffixed.required)
-    return Rules(
-        room=matches.room,
-        isolate=request.isolate,
-        one_provider_per_tree=not request.nested_aware,
-        root_of={rp: f.root for rp, f in facts.items()},
-        unsuffixed_required=masks,
-        trait_bits={rp: f.traits for rp, f in facts.items()} if masks else {},
-        same_subtrees=subtrees,
-        ancestors=ancestors,
-    )
-
-
-def _local_unsuffixed(flags: int, group: GroupIds) -> bool:
-    """May this provider serve the unsuffixed group in its own tree?"""
-    if group.member_of and not flags & (MEMBER | ROOT_MEMBER):
-        return False
-    return not flags & ROOT_BAD
-
-
-def _shares_unsuffixed(flags: int, group: GroupIds) -> bool:
-    """May this provider serve the unsuffixed group in other trees?"""
-    if not flags & SHARING or group.tree_root is not None:
-        return False
-    return not group.member_of or bool(flags & MEMBER)

@@ -20,7 +20,7 @@ an overlay of usage (``Usage``); the state is never changed:
   rule's closed form (``rules.Fits.times_each``: ``capacity.how_many`` per
   class, the least of them). Exact, and the most that can fit (``optimal``).
 * **spread** layout (everything else): the engine lays the search out once
-  (``engine.plan``: slots, options per anchor tree, the rules between
+  (``plan.plan``: slots, options per anchor tree, the rules between
   providers and groups). Then per anchor tree, in order: narrow every slot's
   options to the providers that still serve it alone by the capacity rule on
   the overlay, walk the tree for its first candidate (``search.tree_candidates``,
@@ -75,6 +75,7 @@ from typing import Any, NamedTuple
 from allotment.candidates import engine, rules, search
 from allotment.candidates.budget import Budget
 from allotment.candidates.model import Provider, ReadModel, State, state_for_request
+from allotment.candidates.plan import plan
 from allotment.candidates.request import CandidateRequest
 from allotment.candidates.search import Candidate, Slot
 from allotment.candidates.sources import ModelSource
@@ -378,7 +379,7 @@ def _spread(state: State, source: ModelSource, request: CandidateRequest,
             budget: Budget, release: Callable[[], None] | None) -> _Tally:
     """Tree after tree in the engine's order, the walk's first candidate claimed
     on the overlay until the tree has none."""
-    laid_out = engine.plan(source, prepared.groups, request, prepared.names, prepared.roots)
+    laid_out = plan(source, prepared.groups, request, prepared.names, prepared.roots)
     providers: Mapping[int, Provider] = state.providers
     tally = _Tally(optimal=False, providers=providers)
     if laid_out is None:

@@ -6,7 +6,6 @@ explain reads them too.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
@@ -178,25 +177,21 @@ class Roots:
 
 # --- what a source answers ----------------------------------------------------
 
-class MatchFlag(enum.IntFlag):
-    """Facts about the provider of a ``MatchRow`` (its ``flags``), as bits."""
-
-    SHARING = 1       # the provider has MISC_SHARES_VIA_AGGREGATE
-    ROOT_OK = 2       # its root passes root_required
-    MEMBER = 4        # it is itself in the unsuffixed group's member_of aggregates
-    ROOT_MEMBER = 8   # its root is
-    ROOT_BAD = 16     # its root is in a forbidden aggregate of the unsuffixed group
-
-
 class MatchRow(NamedTuple):
+    """One provider that can serve one part of a request on its own."""
+
     part: int
     provider: int
     root: int
     class_id: int | None
     # min(free capacity, max_unit): the most one candidate may take.
     room: int
+    # The unsuffixed group's required traits it has, as bits.
     traits: int
-    flags: int
+    # It may serve its own tree; it may serve trees it reaches as a sharing
+    # provider (``rules.GroupRules``).
+    home: bool
+    shares: bool
 
 
 def part_keys(groups: list[GroupIds]) -> list[tuple]:

@@ -39,6 +39,9 @@ class Refusal:
     # For the capacity and unit rules: requested, capacity, used, free,
     # min_unit, max_unit, step_size, as they apply.
     numbers: tuple[tuple[str, int], ...] = ()
+    # The provider's root decided (root_required, the unsuffixed group's
+    # forbidden aggregates on its own tree), not the provider itself.
+    on_root: bool = False
 
     @property
     def ids(self) -> frozenset[int]:
@@ -174,7 +177,7 @@ class RootOutsideAggregates:
 
     def why_not(self, provider: Provider) -> list[Refusal]:
         bad = _root_aggregates(self.state, provider) & self.aggregates
-        return [Refusal(self.filter, (bad,))] if bad else []
+        return [Refusal(self.filter, (bad,), on_root=True)] if bad else []
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +205,7 @@ class RootTraits:
     required: frozenset[int]
     forbidden: frozenset[int]
     state: State = field(compare=False, repr=False)
-    filter: str = "root_required"
+    filter: str = "root_required"  # "root_forbidden" for a rule of forbidden traits only
 
     def passes(self, provider: Provider) -> bool:
         traits = _root_traits(self.state, provider)
@@ -213,10 +216,10 @@ class RootTraits:
         found = []
         missing = self.required - traits
         if missing:
-            found.append(Refusal("root_required", (missing,)))
+            found.append(Refusal("root_required", (missing,), on_root=True))
         bad = self.forbidden & traits
         if bad:
-            found.append(Refusal("root_forbidden", (bad,)))
+            found.append(Refusal("root_forbidden", (bad,), on_root=True))
         return found
 
 
@@ -236,6 +239,10 @@ class SharesAcrossTrees:
     def passes(self, provider: Provider) -> bool:
         return self.sharing_trait in provider.traits and _met(provider.aggregates,
                                                               self.member_of)
+
+    def why_not(self, provider: Provider) -> list[Refusal]:
+        # Only asked of sharing providers: the aggregates are what failed.
+        return [] if self.passes(provider) else [Refusal("member_of", self.member_of)]
 
 
 def sharing_escape(group: GroupIds, sharing_trait: int | None) -> SharesAcrossTrees | None:
@@ -326,14 +333,14 @@ def provider_rules(group: GroupIds) -> list[Rule]:
     """A granular (or resourceless) group's traits and aggregates: each must hold
     on the one provider that serves the group."""
     rules: list[Rule] = []
-    if group.required:
-        rules.append(RequiredTraits(group.required))
-    if group.forbidden:
-        rules.append(ForbiddenTraits(group.forbidden))
     if group.member_of:
         rules.append(MemberOf(group.member_of))
     if group.forbidden_aggs:
         rules.append(ForbiddenAggregates(group.forbidden_aggs))
+    if group.required:
+        rules.append(RequiredTraits(group.required))
+    if group.forbidden:
+        rules.append(ForbiddenTraits(group.forbidden))
     return rules
 
 
@@ -360,3 +367,75 @@ def unsuffixed_local(group: GroupIds, state: State) -> list[Rule]:
     if group.forbidden_aggs:
         rules.append(RootOutsideAggregates(group.forbidden_aggs, state))
     return rules
+
+
+# --- everything a provider must pass to serve one group ---------------------------
+
+@dataclass(frozen=True)
+class GroupRules:
+    """The rules a provider must pass to serve one request group: what the
+    engine's match applies (``sources.ModelSource.match``) and what explain
+    asks why not of the providers of the trees the engine left out.
+
+    ``anywhere``: wherever the provider serves (a granular group's traits and
+    aggregates; the unsuffixed group's exclusions). ``at_home``: also when it
+    serves its own tree (root_required; the unsuffixed group's membership,
+    which its root may give, and forbidden aggregates of its root). A
+    provider that passes ``shares`` (``sharing_escape``) may serve other
+    trees instead, where its own root decides nothing. Each list is in the
+    order explain counts its steps.
+    """
+
+    anywhere: tuple[Rule, ...]
+    at_home: tuple[Rule, ...]
+    shares: SharesAcrossTrees | None
+
+    def serves_anywhere(self, provider: Provider) -> bool:
+        for rule in self.anywhere:  # noqa: SIM110 (the match's hot loop)
+            if not rule.passes(provider):
+                return False
+        return True
+
+    def serves_home(self, provider: Provider) -> bool:
+        """It may serve its own tree (given ``serves_anywhere``)."""
+        for rule in self.at_home:  # noqa: SIM110
+            if not rule.passes(provider):
+                return False
+        return True
+
+    def serves_others(self, provider: Provider) -> bool:
+        """It may serve trees it reaches through its aggregates."""
+        return self.shares is not None and self.shares.passes(provider)
+
+    def why_not(self, provider: Provider, home: bool) -> list[Refusal]:
+        """Why ``provider`` cannot serve the group in its own tree (``home``) or
+        in another tree it reaches."""
+        found = [refusal for rule in self.anywhere for refusal in rule.why_not(provider)]
+        if home:
+            found += [refusal for rule in self.at_home for refusal in rule.why_not(provider)]
+        elif self.shares is not None:
+            found += self.shares.why_not(provider)
+        return found
+
+
+def group_rules(group: GroupIds, state: State, sharing_trait: int | None,
+                roots: Roots) -> GroupRules:
+    """The rules of ``group`` (see ``GroupRules``)."""
+    at_home: list[Rule] = []
+    if not group.resources:
+        anywhere = provider_rules(group)  # a resourceless group names any provider
+    elif group.same_provider:
+        anywhere = provider_rules(group)
+        if group.tree_root is not None:
+            anywhere.insert(0, InTree(group.tree_root))
+    else:
+        anywhere = unsuffixed_exclusions(group)
+        if group.tree_root is not None:
+            anywhere.insert(0, InTree(group.tree_root))
+        at_home += unsuffixed_local(group, state)
+    if roots.required:
+        at_home.append(RootTraits(frozenset(roots.required), frozenset(), state))
+    if roots.forbidden:
+        at_home.append(RootTraits(frozenset(), frozenset(roots.forbidden), state,
+                                  filter="root_forbidden"))
+    return GroupRules(tuple(anywhere), tuple(at_home), sharing_escape(group, sharing_trait))

@@ -85,39 +85,65 @@ class Candidate(NamedTuple):
                 frozenset((suffix, frozenset(rps)) for suffix, rps in self.mappings.items()))
 
 
-def feasible(slots: list[Slot], rules: Rules) -> bool:
-    """Cheap necessary conditions, checked before searching a tree."""
+@dataclass(frozen=True)
+class Shortfall:
+    """Why a tree has no candidate (``shortfall``, or the walk that found none).
+
+    ``filter`` as explain names it: ``combination`` (with ``class_id``: the
+    groups want more of it than the tree's options give, or than fit one
+    provider each), ``group_policy_isolate`` (at most ``fitting`` of the
+    isolated groups get a provider of their own), ``same_subtree`` (no choice
+    puts these groups in one subtree), ``required_trait`` (no choice has the
+    unsuffixed group's traits together).
+    """
+
+    filter: str = "combination"
+    suffixes: tuple[str, ...] = ()
+    class_id: int | None = None
+    requested: int = 0
+    available: int = 0
+    fitting: int = 0
+
+
+def shortfall(slots: list[Slot], rules: Rules) -> Shortfall | None:
+    """Cheap necessary conditions, checked before searching a tree: the first
+    one the tree fails, or None."""
     if any(not slot.options for slot in slots):
-        return False
+        return Shortfall()
     demand: dict[int, int] = {}
-    takers: dict[int, int] = {}
+    takers: dict[int, list[str]] = {}
     smallest: dict[int, int] = {}
     suppliers: dict[int, set[int]] = {}
     for slot in slots:
         for rc, amount in slot.amounts:
             demand[rc] = demand.get(rc, 0) + amount
-            takers[rc] = takers.get(rc, 0) + 1
+            takers.setdefault(rc, []).append(slot.suffix)
             smallest[rc] = min(smallest.get(rc, amount), amount)
             suppliers.setdefault(rc, set()).update(slot.options)
     for rc, total in demand.items():
-        if takers[rc] == 1:
+        if len(takers[rc]) == 1:
             continue  # the source kept only providers with room for it (rules.Fits)
         rooms = [max(rules.room.get((rp, rc), 0), 0) for rp in suppliers[rc]]
+        suffixes = tuple(sorted(set(takers[rc])))
         if total > sum(rooms):
             LOG.debug("tree skipped: %d of class %d requested, %d available",
                       total, rc, sum(rooms))
-            return False
+            return Shortfall("combination", suffixes, rc, total, sum(rooms))
         # Each taker needs at least the smallest amount from one provider.
-        if takers[rc] > sum(room // smallest[rc] for room in rooms):
-            LOG.debug("tree skipped: %d groups want class %d, too few fit", takers[rc], rc)
-            return False
+        fitting = sum(room // smallest[rc] for room in rooms)
+        if len(takers[rc]) > fitting:
+            LOG.debug("tree skipped: %d groups want class %d, too few fit", len(takers[rc]), rc)
+            return Shortfall("combination", suffixes, rc, total, sum(rooms), fitting)
     if rules.isolate:
-        granular = [slot.options for slot in slots if slot.granular]
-        if len(granular) > 1 and matching_size(granular) < len(granular):
+        granular = [slot for slot in slots if slot.granular]
+        fitting = matching_size([slot.options for slot in granular]) \
+            if len(granular) > 1 else len(granular)
+        if fitting < len(granular):
             LOG.debug("tree skipped: %d isolated groups cannot get distinct providers",
                       len(granular))
-            return False
-    return True
+            return Shortfall("group_policy_isolate",
+                             tuple(slot.suffix for slot in granular), fitting=fitting)
+    return None
 
 
 def matching_size(option_lists: Sequence[Sequence[int]]) -> int:
@@ -138,13 +164,19 @@ def matching_size(option_lists: Sequence[Sequence[int]]) -> int:
 
 
 def tree_candidates(slots: list[Slot], rules: Rules,  # noqa: C901 (closures, see below)
-                    step: Callable[[], None] | None = None) -> Iterator[Candidate]:
+                    step: Callable[[], None] | None = None,
+                    none_found: Callable[[Shortfall], None] | None = None
+                    ) -> Iterator[Candidate]:
     """Every way to fill ``slots`` (one anchor tree) that meets ``rules``.
 
     ``step`` is called at every node of the walk (the request's budget:
-    it raises to stop a search that has run too long).
+    it raises to stop a search that has run too long). ``none_found``, when
+    given, hears why a tree has no candidate (a trace for explain).
     """
-    if not feasible(slots, rules):
+    short = shortfall(slots, rules)
+    if short is not None:
+        if none_found is not None:
+            none_found(short)
         return
     # Fail first: the slot with the fewest options decides earliest.
     slots = sorted(slots, key=lambda slot: len(slot.options))
@@ -219,15 +251,20 @@ def tree_candidates(slots: list[Slot], rules: Rules,  # noqa: C901 (closures, se
                 return False
         return True
 
+    # Which of the checks below failed (for ``none_found``).
+    failed: list[tuple[str, ...]] = []
+
     def checks_pass(pos: int) -> bool:
         if pos == trait_check_at:
             have = 0
             for i in unsuffixed_at:
                 have |= rules.trait_bits.get(chosen[i], 0)
             if not all(have & mask for mask in rules.unsuffixed_required):
+                failed.append(("",))
                 return False
         for positions in subtree_checks.get(pos, ()):
             if not in_one_subtree({chosen[i] for i in positions}, rules.ancestors):
+                failed.append(tuple(sorted({slots[i].suffix for i in positions})))
                 return False
         return True
 
@@ -245,6 +282,7 @@ def tree_candidates(slots: list[Slot], rules: Rules,  # noqa: C901 (closures, se
     if not count:
         yield _candidate(taken, chosen, suffix_positions, root_of, made)
         return
+    found = False
     options = [slot.options for slot in slots]
     tried = [0] * count
     last = count - 1
@@ -275,10 +313,24 @@ def tree_candidates(slots: list[Slot], rules: Rules,  # noqa: C901 (closures, se
         if step is not None:
             step()
         if pos == last:
+            found = True
             yield _candidate(taken, chosen, suffix_positions, root_of, made)
             unplace(pos, rp)
         else:
             pos += 1
+    if not found and none_found is not None:
+        none_found(_walk_shortfall(failed))
+
+
+def _walk_shortfall(failed: list[tuple[str, ...]]) -> Shortfall:
+    """Why a walk found nothing: a same_subtree rule that failed, else the
+    unsuffixed group's traits, else no combination at all."""
+    subtree = next((suffixes for suffixes in failed if suffixes != ("",)), None)
+    if subtree is not None:
+        return Shortfall("same_subtree", subtree)
+    if failed:
+        return Shortfall("required_trait", ("",))
+    return Shortfall()
 
 
 def _subtree_checks(slots: list[Slot], same_subtrees: tuple[frozenset[str], ...]

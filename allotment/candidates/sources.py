@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Iterator
-from typing import NamedTuple
 
 from allotment.candidates import rules
 from allotment.candidates.model import Provider, State
@@ -23,7 +22,6 @@ from allotment.candidates.resolved import (
     Anchor,
     GroupIds,
     Layout,
-    MatchFlag,
     MatchRow,
     NameIds,
     ProviderSummary,
@@ -33,20 +31,6 @@ from allotment.candidates.resolved import (
 from allotment.ledger.common import STANDARD_CLASS_IDS
 
 Check = Callable[[Provider], bool]
-
-
-class _Flagging(NamedTuple):
-    """How one group's match rows are flagged and kept (``ModelSource._flagging``)."""
-
-    flags_of: Callable[[Provider], int]
-    escape: Callable[[Provider, int], bool]
-    gate: Callable[[Provider, int], bool]
-
-SHARING_FLAG = MatchFlag.SHARING.value
-ROOT_OK_FLAG = MatchFlag.ROOT_OK.value
-MEMBER_FLAG = MatchFlag.MEMBER.value
-ROOT_MEMBER_FLAG = MatchFlag.ROOT_MEMBER.value
-ROOT_BAD_FLAG = MatchFlag.ROOT_BAD.value
 
 
 class ModelSource:
@@ -105,10 +89,6 @@ class ModelSource:
     def _root_ok(self, roots: Roots) -> Check | None:
         rule = rules.root_traits(roots, self.state)
         return rule.passes if rule is not None else None
-
-    def _provider_filters(self, group: GroupIds) -> list[Check]:
-        """The group's trait and aggregate rules, each a check on one provider."""
-        return [rule.passes for rule in rules.provider_rules(group)]
 
     # --- single providers ------------------------------------------------
 
@@ -179,116 +159,64 @@ class ModelSource:
 
     def match(self, groups: list[GroupIds], sharing_trait: int | None, roots: Roots,
               unsuffixed_traits: list[int]) -> list[MatchRow]:
-        """Match rows part by part (a part: one class of one group), in provider id order."""
+        """Providers part by part (a part: one class of one group, or a resourceless
+        group), in provider id order: those with room that pass the group's rules
+        (``rules.group_rules``) at home or as a sharing provider of other trees."""
         canonical = canonical_parts(groups)
-        root_ok = self._root_ok(roots)
         rows: list[MatchRow] = []
         part = 0
         for group in groups:
-            flagging = self._flagging(group, sharing_trait, root_ok)
+            group_rules = rules.group_rules(group, self.state, sharing_trait, roots)
             # A part equal to an earlier one is not asked again.
             if not group.resources:
                 if canonical[part] == part:
-                    self._resourceless_rows(part, group, flagging, rows)
+                    self._resourceless_rows(part, group_rules, rows)
                 part += 1
                 continue
-            if group.same_provider:
-                checks = self._provider_filters(group)
-            else:
-                checks = self._unsuffixed_filters(group, flagging)
             for rc, amount in group.resources:
                 if canonical[part] == part:
-                    self._class_rows(part, group, rc, amount, checks, flagging,
+                    self._class_rows(part, group, rc, amount, group_rules,
                                      unsuffixed_traits, rows)
                 part += 1
         return rows
 
-    def _flagging(self, group: GroupIds, sharing_trait: int | None,
-                  root_ok: Callable[[Provider], bool] | None) -> _Flagging:
-        """How one group's rows are flagged, and when root_required lets a provider in."""
-        unsuffixed = not group.same_provider
-        providers = self.state.providers
-        member = rules.MemberOf(group.member_of).passes if group.member_of else None
-        root_outside = rules.RootOutsideAggregates(group.forbidden_aggs, self.state).passes \
-            if group.forbidden_aggs else None
-
-        def flags_of(p: Provider) -> int:
-            flags = 0
-            if sharing_trait is not None and sharing_trait in p.traits:
-                flags |= SHARING_FLAG
-            if root_ok is not None and root_ok(p):
-                flags |= ROOT_OK_FLAG
-            if unsuffixed:
-                if member is not None and member(p):
-                    flags |= MEMBER_FLAG
-                root = providers.get(p.root)
-                if member is not None and root is not None and member(root):
-                    flags |= ROOT_MEMBER_FLAG
-                if root_outside is not None and not root_outside(p):
-                    flags |= ROOT_BAD_FLAG
-            return flags
-
-        shares = rules.sharing_escape(group, sharing_trait)
-
-        def escape(p: Provider, flags: int) -> bool:
-            # A sharing provider's own root does not decide.
-            return shares is not None and shares.passes(p)
-
-        def gate(p: Provider, flags: int) -> bool:
-            if root_ok is None:
-                return True
-            return bool(flags & ROOT_OK_FLAG) or escape(p, flags)
-
-        return _Flagging(flags_of, escape, gate)
-
-    def _resourceless_rows(self, part: int, group: GroupIds, flagging: _Flagging,
+    def _resourceless_rows(self, part: int, group_rules: rules.GroupRules,
                            rows: list[MatchRow]) -> None:
-        """A resourceless group's part: every provider that passes its filters."""
+        """A resourceless group's part: every provider that passes its rules."""
         state = self.state
-        checks = self._provider_filters(group)
         for rp in sorted(state.providers):
             p = state.providers[rp]
-            if all(c(p) for c in checks):
-                flags = flagging.flags_of(p)
-                if flagging.gate(p, flags):
-                    rows.append(MatchRow(part, rp, p.root, None, 0, 0, flags))
+            if group_rules.serves_anywhere(p):
+                home = group_rules.serves_home(p)
+                shares = group_rules.serves_others(p)
+                if home or shares:
+                    rows.append(MatchRow(part, rp, p.root, None, 0, 0, home, shares))
 
     def _class_rows(self, part: int, group: GroupIds, rc: int, amount: int,
-                    checks: list[Check], flagging: _Flagging, unsuffixed_traits: list[int],
+                    group_rules: rules.GroupRules, unsuffixed_traits: list[int],
                     rows: list[MatchRow]) -> None:
         """One (group, class) part: the holders of ``rc`` with room for ``amount``
-        that pass the group's filters, in id order (the hot loop of a search)."""
+        that pass the group's rules, in id order (the hot loop of a search)."""
         state = self.state
         unsuffixed = not group.same_provider
-        flags_of, gate = flagging.flags_of, flagging.gate
         fits = rules.Fits(rc, amount).passes
-        if group.tree_root is not None:
-            checks = [rules.InTree(group.tree_root).passes, *checks]
+        anywhere, home_ok = group_rules.serves_anywhere, group_rules.serves_home
+        others_ok = group_rules.serves_others
         for rp in state.sorted_holders(rc):
             p = state.providers[rp]
-            if not fits(p):
+            if not fits(p) or not anywhere(p):
                 continue
-            if not all(c(p) for c in checks):
-                continue
-            flags = flags_of(p)
-            if not gate(p, flags):
+            home = home_ok(p)
+            shares = others_ok(p)
+            if not (home or shares):
                 continue
             traits = 0
             if unsuffixed:
                 for i, trait in enumerate(unsuffixed_traits):
                     if trait in p.traits:
                         traits |= 1 << i
-            rows.append(MatchRow(part, rp, p.root, rc, p.inventories[rc].room, traits, flags))
-
-    def _unsuffixed_filters(self, group: GroupIds, flagging: _Flagging) -> list[Check]:
-        """The unsuffixed group's rules: its exclusions anywhere; in its own tree
-        the local rules too, unless the provider shares across trees."""
-        checks: list[Check] = [rule.passes for rule in rules.unsuffixed_exclusions(group)]
-        local = [rule.passes for rule in rules.unsuffixed_local(group, self.state)]
-        if local:
-            escape, flags_of = flagging.escape, flagging.flags_of
-            checks.append(lambda p: all(c(p) for c in local) or escape(p, flags_of(p)))
-        return checks
+            rows.append(MatchRow(part, rp, p.root, rc, p.inventories[rc].room, traits,
+                                 home, shares))
 
     # --- sharing, trees, summaries -----------------------------------------
 
