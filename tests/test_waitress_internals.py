@@ -1,7 +1,8 @@
-"""What ``allotment.server`` relies on inside waitress, one test per internal.
+"""What ``allotment.waitress_adapter`` relies on inside waitress, one test per internal.
 
 waitress documents its settings and its WSGI environ, not its parser, channel,
-server or dispatcher; ``allotment.server`` subclasses and reads them. A waitress
+server or dispatcher; ``allotment.waitress_adapter`` subclasses and reads them
+(its docstring lists each internal with the test here that pins it). A waitress
 release that renames or changes one of them fails the test named after it,
 rather than a live test far from the cause.
 """
@@ -203,7 +204,8 @@ def test_server_accept_helpers(server: TcpWSGIServer) -> None:
 
 
 def test_server_stop_attributes(server: TcpWSGIServer) -> None:
-    """WaitressWorker._stop clears accepting and closes the trigger."""
+    """WorkerIO.stop_accepting clears accepting and drops the listener from the
+    map; WorkerIO.close closes the trigger; PlacementTask reads adj.url_prefix."""
     assert server.accepting is True
     assert callable(server.del_channel) and callable(server.trigger.close)
     assert server.adj.url_prefix == ""
@@ -215,7 +217,8 @@ def test_adjustments_send_bytes_is_read() -> None:
 
 
 def test_dispatcher_counts() -> None:
-    """_tasks_running reads active_count and queue under lock."""
+    """_tasks_running reads active_count and queue under lock; WorkerIO sets the
+    thread count and shuts the threads down, pending tasks cancelled."""
     dispatcher = ThreadedTaskDispatcher()
     with dispatcher.lock:
         assert dispatcher.active_count == 0 and len(dispatcher.queue) == 0
@@ -244,7 +247,7 @@ def test_wsgi_task_get_environment(channel: HTTPChannel) -> None:
 
 
 def test_wasyncore_loop_takes_count() -> None:
-    """WaitressWorker.run polls once per heartbeat."""
+    """WorkerIO.poll: one pass of the loop per heartbeat of the gunicorn worker."""
     wasyncore.loop(timeout=0.0, map={}, use_poll=True, count=1)
 
 
@@ -411,7 +414,7 @@ def test_channel_readable_and_writable_asked_by_the_loop(server: TcpWSGIServer) 
 
 
 def test_server_channel_class_and_constructor_with_a_bound_socket() -> None:
-    """WaitressWorker.run makes PlacementServer (channel_class PlacementChannel) on a socket
+    """WorkerIO makes PlacementServer (channel_class PlacementChannel) on a socket
     gunicorn bound: positional map, _start and _sock, bind_socket=False, sockinfo."""
     assert TcpWSGIServer.channel_class is HTTPChannel
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
