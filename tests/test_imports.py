@@ -3,7 +3,8 @@
 The layers, lowest first: the database (``allotment.db``), the domain
 (``allotment.ledger``, ``allotment.candidates``), the HTTP plumbing
 (``allotment.http``), the handlers, and the application around them (``wsgi``,
-``server``, ``cli``, authentication, metrics' exposition). The graph is read
+``server`` and its ``waitress_adapter``, ``cli``, authentication, metrics'
+exposition). The graph is read
 from the source with ``ast``, without importing anything: every ``import`` in a
 module counts, at module level, inside functions and under ``TYPE_CHECKING``
 alike, since each one ties the two modules together all the same.
@@ -21,7 +22,8 @@ PACKAGE = "allotment"
 ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 
 _APPLICATION = ("allotment.http", "allotment.handlers", "allotment.wsgi", "allotment.auth",
-                "allotment.metrics", "allotment.server", "allotment.cli", "allotment.openapi")
+                "allotment.metrics", "allotment.server", "allotment.waitress_adapter",
+                "allotment.cli", "allotment.openapi")
 
 # (lower, upper): no module of ``lower`` may import one of ``upper``, directly
 # or through any chain of other modules. A name covers the module or package
@@ -44,7 +46,13 @@ LAYERS: list[tuple[str, str]] = [
       for upper in ("allotment.handlers", "allotment.wsgi")],
     ("allotment.schemas", "allotment.openapi"),
     *[("allotment.handlers", upper)
-      for upper in ("allotment.wsgi", "allotment.server", "allotment.cli")],
+      for upper in ("allotment.wsgi", "allotment.server", "allotment.waitress_adapter",
+                    "allotment.cli")],
+    # The adapter serves whatever WSGI callable it is given, for the server that
+    # configures it: it knows neither the application nor gunicorn's side.
+    *[("allotment.waitress_adapter", upper)
+      for upper in ("allotment.server", "allotment.wsgi", "allotment.handlers",
+                    "allotment.cli")],
     # Within the candidates: the state, the values and the search below the engine
     # that asks them, explain and headroom above it (they run the engine, never the
     # reverse).
@@ -197,6 +205,7 @@ def test_the_graph_is_read() -> None:
     assert "allotment.ledger.providers" in GRAPH["allotment.handlers.providers"]
     # A function-level import counts.
     assert "allotment.server" in GRAPH["allotment.cli"]
+    assert "allotment.waitress_adapter" in GRAPH["allotment.server"]
 
 
 def test_relative_and_from_imports_are_resolved(tmp_path: Path) -> None:
@@ -236,3 +245,20 @@ def test_no_handler_imports_another() -> None:
                           if within(target, "allotment.handlers") and target not in shared)
              for name, targets in GRAPH.items() if within(name, "allotment.handlers")}
     assert {name: targets for name, targets in found.items() if targets} == {}
+
+
+def test_only_the_adapter_imports_waitress() -> None:
+    """waitress's undocumented internals are reached in ``allotment.waitress_adapter``
+    alone, where tests/test_waitress_internals.py pins each one."""
+    importers = []
+    for name, path in source_modules().items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                targets = [node.module or ""]
+            else:
+                continue
+            if any(within(target, "waitress") for target in targets):
+                importers.append(name)
+    assert sorted(set(importers)) == ["allotment.waitress_adapter"]

@@ -1,7 +1,8 @@
-"""What ``allotment.server`` relies on inside waitress, one test per internal.
+"""What ``allotment.waitress_adapter`` relies on inside waitress, one test per internal.
 
 waitress documents its settings and its WSGI environ, not its parser, channel,
-server or dispatcher; ``allotment.server`` subclasses and reads them. A waitress
+server or dispatcher; ``allotment.waitress_adapter`` subclasses and reads them
+(its docstring lists each internal with the test here that pins it). A waitress
 release that renames or changes one of them fails the test named after it,
 rather than a live test far from the cause.
 """
@@ -18,11 +19,16 @@ import pytest
 from waitress import buffers, wasyncore
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
-from waitress.parser import HTTPRequestParser
+from waitress.parser import HTTPRequestParser, ParsingError
 from waitress.receiver import ChunkedReceiver
 from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
-from waitress.utilities import BadRequest
+from waitress.utilities import (
+    BadRequest,
+    RequestEntityTooLarge,
+    RequestHeaderFieldsTooLarge,
+    find_double_newline,
+)
 
 
 def _app(environ: dict, start_response) -> list[bytes]:
@@ -50,6 +56,30 @@ def server() -> Iterator[TcpWSGIServer]:
 def channel(server: TcpWSGIServer) -> Iterator[HTTPChannel]:
     client, ours = socket.socketpair()
     opened = HTTPChannel(server, ours, ("127.0.0.1", 1), server.adj, map=server._map)
+    try:
+        yield opened
+    finally:
+        opened.close()
+        client.close()
+
+
+class _RecordingChannel(HTTPChannel):
+    """A channel that keeps what its tasks write (through write_soon)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        self.written: list[bytes] = []
+        super().__init__(*args, **kwargs)
+
+    def write_soon(self, data: bytes) -> int:
+        if isinstance(data, bytes):
+            self.written.append(data)
+        return int(super().write_soon(data))
+
+
+@pytest.fixture
+def recording(server: TcpWSGIServer) -> Iterator[_RecordingChannel]:
+    client, ours = socket.socketpair()
+    opened = _RecordingChannel(server, ours, ("127.0.0.1", 1), server.adj, map=server._map)
     try:
         yield opened
     finally:
@@ -174,7 +204,8 @@ def test_server_accept_helpers(server: TcpWSGIServer) -> None:
 
 
 def test_server_stop_attributes(server: TcpWSGIServer) -> None:
-    """WaitressWorker._stop clears accepting and closes the trigger."""
+    """WorkerIO.stop_accepting clears accepting and drops the listener from the
+    map; WorkerIO.close closes the trigger; PlacementTask reads adj.url_prefix."""
     assert server.accepting is True
     assert callable(server.del_channel) and callable(server.trigger.close)
     assert server.adj.url_prefix == ""
@@ -186,7 +217,8 @@ def test_adjustments_send_bytes_is_read() -> None:
 
 
 def test_dispatcher_counts() -> None:
-    """_tasks_running reads active_count and queue under lock."""
+    """_tasks_running reads active_count and queue under lock; WorkerIO sets the
+    thread count and shuts the threads down, pending tasks cancelled."""
     dispatcher = ThreadedTaskDispatcher()
     with dispatcher.lock:
         assert dispatcher.active_count == 0 and len(dispatcher.queue) == 0
@@ -202,11 +234,249 @@ def test_error_task_interface() -> None:
         assert callable(getattr(ErrorTask, name))
 
 
-def test_wsgi_task_get_environment() -> None:
-    """PlacementTask extends get_environment (and reads request.path)."""
-    assert callable(WSGITask.get_environment)
+def test_wsgi_task_get_environment(channel: HTTPChannel) -> None:
+    """PlacementTask extends get_environment, reading request.path and
+    channel.server.adj.url_prefix: waitress folds the leading slashes it undoes."""
+    request = _parser()
+    request.received(b"GET //resource_providers HTTP/1.1\r\nHost: x\r\n\r\n")
+    task = WSGITask(channel, request)
+    assert task.request is request and task.channel is channel
+    assert channel.server.adj.url_prefix == ""
+    assert request.path == "//resource_providers"
+    assert task.get_environment()["PATH_INFO"] == "/resource_providers"
 
 
 def test_wasyncore_loop_takes_count() -> None:
-    """WaitressWorker.run polls once per heartbeat."""
+    """WorkerIO.poll: one pass of the loop per heartbeat of the gunicorn worker."""
     wasyncore.loop(timeout=0.0, map={}, use_poll=True, count=1)
+
+
+def test_parser_received_returns_bytes_consumed() -> None:
+    """PlacementParser.received passes on what waitress's consumed: the rest is
+    the next (pipelined) request's."""
+    first = b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
+    parser = _parser()
+    assert parser.received(first + b"GET /b HTTP/1.1\r\n") == len(first)
+    assert parser.completed and parser.path == "/a"
+
+
+def test_parser_parse_header_parsing_error_is_a_bad_request() -> None:
+    """PlacementParser.parse_header raises ParsingError; waitress's received makes
+    it the request's error (400, the message as its body) and completes it."""
+
+    class Strict(HTTPRequestParser):
+        def parse_header(self, header_plus: bytes) -> None:
+            super().parse_header(header_plus)
+            raise ParsingError("refused here")
+
+    parser = Strict(Adjustments())
+    parser.received(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert parser.completed
+    assert isinstance(parser.error, BadRequest) and parser.error.body == "refused here"
+
+
+def test_parser_invalid_content_length_reason() -> None:
+    """_refusal_detail recognises waitress's reason for a Content-Length that is
+    not a number by its exact words."""
+    parser = _parser()
+    parser.received(b"POST / HTTP/1.1\r\nContent-Length: ten\r\n\r\n")
+    assert isinstance(parser.error, BadRequest)
+    assert parser.error.body == "Content-Length is invalid"
+
+
+def test_parser_size_error_classes() -> None:
+    """_refusal_detail tells waitress's own refusals apart by their classes."""
+    headers = _parser(max_request_header_size=64)
+    headers.received(b"GET / HTTP/1.1\r\nX-Long: " + b"x" * 100 + b"\r\n\r\n")
+    assert isinstance(headers.error, RequestHeaderFieldsTooLarge)
+    assert headers.error.code == 431 and headers.completed
+    body = _parser(max_request_body_size=10)
+    body.received(b"POST / HTTP/1.1\r\nContent-Length: 100\r\n\r\n")
+    assert isinstance(body.error, RequestEntityTooLarge)
+    assert body.error.code == 413 and body.completed
+
+
+def test_parser_body_rcv_is_a_chunked_receiver() -> None:
+    """PlacementParser._check_chunks reads body_rcv as a ChunkedReceiver once the
+    headers of a chunked request are parsed (None before)."""
+    parser = _parser()
+    parser.received(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n")
+    assert parser.body_rcv is None and not parser.headers_finished
+    assert parser.received(b"\r\n10\r\nabcd") == 2  # the headers end; then the body
+    assert parser.chunked and isinstance(parser.body_rcv, ChunkedReceiver)
+    parser.received(b"10\r\nabcd")
+    assert parser.body_rcv.chunk_remainder == 12
+
+
+def test_find_double_newline() -> None:
+    """PlacementParser._bare_lf finds where the headers end as waitress does:
+    the index after the first CRLF CRLF, -1 without one."""
+    assert find_double_newline(b"GET / HTTP/1.1\r\n\r\nbody") == 18
+    assert find_double_newline(b"GET / HTTP/1.1\n\nbody") == -1
+
+
+def test_channel_addr_server_and_adj(server: TcpWSGIServer, channel: HTTPChannel) -> None:
+    """Log lines name channel.addr[0]; PlacementTask reads channel.server.adj;
+    _wait_for_budget reads channel.adj (the server's settings)."""
+    assert channel.addr == ("127.0.0.1", 1)
+    assert channel.server is server and channel.adj is server.adj
+
+
+def test_channel_received_sends_continue_as_the_parser_says(server: TcpWSGIServer) -> None:
+    """PlacementParser clears expect_continue on a request it completes at once;
+    the channel reads it after each received() to send 100 Continue or not."""
+
+    class Silent(HTTPRequestParser):
+        def received(self, data: bytes) -> int:
+            consumed = int(super().received(data))
+            self.expect_continue = False
+            return consumed
+
+    request = b"POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n"
+    for parser_class, expected in ((HTTPRequestParser, b"HTTP/1.1 100 Continue\r\n\r\n"),
+                                   (Silent, b"")):
+        client, ours = socket.socketpair()
+        opened = HTTPChannel(server, ours, ("127.0.0.1", 1), server.adj, map=server._map)
+        opened.parser_class = parser_class
+        try:
+            assert opened.received(request) is True
+            client.setblocking(False)
+            try:
+                sent = client.recv(100)
+            except BlockingIOError:
+                sent = b""
+            assert sent == expected, parser_class
+        finally:
+            opened.close()
+            client.close()
+
+
+def test_channel_service_runs_the_task_classes_through_write_soon(
+        recording: _RecordingChannel) -> None:
+    """PlacementChannel.service wraps waitress's, which runs error_task_class for a
+    request with an error and task_class otherwise; both write the answer with
+    write_soon, which PlacementChannel overrides."""
+    recording.received(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert len(recording.requests) == 1
+    recording.service()
+    assert recording.requests == []
+    assert b"".join(recording.written).startswith(b"HTTP/1.1 200 OK\r\n")
+    recording.written.clear()
+    recording.received(b"POST / HTTP/1.1\r\nContent-Length: ten\r\n\r\n")
+    recording.service()
+    assert b"".join(recording.written).startswith(b"HTTP/1.1 400 Bad Request\r\n")
+
+
+def test_channel_handle_close_frees_outbufs_and_notifies(channel: HTTPChannel) -> None:
+    """PlacementChannel.cut_off counts on handle_close to drop the buffered answer
+    and wake a thread waiting on outbuf_lock."""
+    channel.write_soon(b"abc")
+    woken = threading.Event()
+
+    def wait() -> None:
+        with channel.outbuf_lock:
+            ready.set()
+            if channel.outbuf_lock.wait(10):
+                woken.set()
+
+    ready = threading.Event()
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    assert ready.wait(10)
+    channel.will_close = True
+    channel.handle_close()
+    waiter.join(10)
+    assert woken.is_set() and channel.total_outbufs_len == 0
+
+
+def test_channel_readable_and_writable_asked_by_the_loop(server: TcpWSGIServer) -> None:
+    """PlacementChannel overrides readable and writable: wasyncore's poll asks
+    each dispatcher in its map, even one closed meanwhile (socket None)."""
+    asked: list[str] = []
+
+    class Asked(HTTPChannel):
+        def readable(self) -> bool:
+            asked.append("readable")
+            return bool(super().readable())
+
+        def writable(self) -> bool:
+            asked.append("writable")
+            return bool(super().writable())
+
+    client, ours = socket.socketpair()
+    opened = Asked(server, ours, ("127.0.0.1", 1), server.adj, map=server._map)
+    try:
+        wasyncore.loop(timeout=0.0, map=server._map, use_poll=True, count=1)
+        assert {"readable", "writable"} <= set(asked)
+    finally:
+        opened.close()
+        client.close()
+
+
+def test_server_channel_class_and_constructor_with_a_bound_socket() -> None:
+    """WorkerIO makes PlacementServer (channel_class PlacementChannel) on a socket
+    gunicorn bound: positional map, _start and _sock, bind_socket=False, sockinfo."""
+    assert TcpWSGIServer.channel_class is HTTPChannel
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    settings = Adjustments(sockets=[sock])
+    socket_map: dict = {}
+    listener = TcpWSGIServer(_app, socket_map, True, sock, dispatcher=ThreadedTaskDispatcher(),
+                             adj=settings, bind_socket=False,
+                             sockinfo=(sock.family, sock.type, sock.proto, sock.getsockname()))
+    try:
+        assert listener.socket is sock and listener.accepting
+        assert int(listener.effective_port) == sock.getsockname()[1]
+        assert listener._map is socket_map and socket_map
+    finally:
+        listener.close()
+        listener.trigger.close()
+
+
+def test_server_readable_runs_maintenance_and_connection_limit(server: TcpWSGIServer,
+                                                               channel: HTTPChannel) -> None:
+    """PlacementServer.readable asks waitress's first: it runs maintenance every
+    cleanup_interval and refuses to accept at connection_limit."""
+    ran: list[float] = []
+    server.maintenance = ran.append  # type: ignore[method-assign]
+    server.next_channel_cleanup = 0
+    server.adj.connection_limit = len(server._map) + 1
+    assert server.readable() is True and len(ran) == 1
+    server.adj.connection_limit = len(server._map)
+    assert server.readable() is False and len(ran) == 1
+
+
+def test_server_handle_accept_is_called_by_the_loop(server: TcpWSGIServer) -> None:
+    """PlacementServer.handle_accept replaces waitress's: the loop calls it when a
+    connection waits on the listener."""
+    calls: list[bool] = []
+    server.handle_accept = lambda: calls.append(True)  # type: ignore[method-assign]
+    with socket.create_connection(("127.0.0.1", server.effective_port), timeout=5):
+        for _ in range(20):
+            wasyncore.loop(timeout=0.1, map=server._map, use_poll=True, count=1)
+            if calls:
+                break
+    assert calls
+
+
+def test_error_task_execute_writes_status_headers_and_body(recording: _RecordingChannel) -> None:
+    """PlacementErrorTask.execute sets status, response_headers, content_length and
+    close on finish, and writes its body, as waitress's does."""
+
+    class Custom(ErrorTask):
+        def execute(self) -> None:
+            assert self.request.error.code == 400
+            self.status = "400 Bad Request"
+            self.response_headers.extend([("Content-Type", "application/json")])
+            self.set_close_on_finish()
+            self.content_length = 2
+            self.write(b"{}")
+
+    recording.error_task_class = Custom
+    recording.received(b"POST / HTTP/1.1\r\nContent-Length: ten\r\n\r\n")
+    recording.service()
+    answer = b"".join(recording.written)
+    assert answer.startswith(b"HTTP/1.1 400 Bad Request\r\n")
+    assert b"Content-Type: application/json\r\n" in answer
+    assert b"Content-Length: 2\r\n" in answer and b"Connection: close\r\n" in answer
+    assert answer.endswith(b"\r\n\r\n{}")

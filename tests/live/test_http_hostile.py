@@ -25,6 +25,7 @@ from waitress import wasyncore
 from waitress.task import ThreadedTaskDispatcher
 
 from allotment import server as http_server
+from allotment import waitress_adapter
 from tests.clients import live
 from tests.support import hostile_queries
 
@@ -340,7 +341,7 @@ def test_over_the_answer_budget_a_stalled_writer_waits_then_is_let_go(
     budget, the thread of a stalled reader's answer waits rather than buffering
     more; the cut-off frees the buffer and lets the thread go; a client that
     reads gets its whole answer however large."""
-    monkeypatch.setattr(http_server, "ANSWER_BUDGET", 4 * MIB)
+    monkeypatch.setattr(waitress_adapter, "ANSWER_BUDGET", 4 * MIB)
     body = b"x" * (48 * MIB)
     ended: list[threading.Event] = []
 
@@ -355,13 +356,13 @@ def test_over_the_answer_budget_a_stalled_writer_waits_then_is_let_go(
             done.set()
 
     limits = http_server.ConnectionLimits(request_timeout=2, keepalive_timeout=2)
-    adjustments = http_server.adjustments_for(limits, threads=2, backlog=16,
-                                              host="127.0.0.1", port=0)
+    adjustments = waitress_adapter.adjustments_for(limits, threads=2, backlog=16,
+                                                   host="127.0.0.1", port=0)
     socket_map: dict = {}
     dispatcher = ThreadedTaskDispatcher()
     dispatcher.set_thread_count(2)
-    listener = http_server.PlacementServer(app, socket_map, dispatcher=dispatcher,
-                                           adj=adjustments)
+    listener = waitress_adapter.PlacementServer(app, socket_map, dispatcher=dispatcher,
+                                                adj=adjustments)
     listener.limits = limits
     stop = threading.Event()
 
@@ -388,13 +389,13 @@ def test_over_the_answer_budget_a_stalled_writer_waits_then_is_let_go(
             peak = 0
             deadline = time.monotonic() + 1.5
             while time.monotonic() < deadline:
-                peak = max(peak, http_server.buffered_answers(socket_map))
+                peak = max(peak, waitress_adapter.buffered_answers(socket_map))
                 time.sleep(0.05)
-            assert 2 * MIB < peak <= 4 * MIB + 2 * http_server.WRITE_PIECE, peak
+            assert 2 * MIB < peak <= 4 * MIB + 2 * waitress_adapter.WRITE_PIECE, peak
             assert not ended[1].is_set()
             # Cut off 2 s after its last progress: buffer freed, thread let go.
             assert ended[1].wait(10)
-            assert _wait_for(lambda: http_server.buffered_answers(socket_map) == 0, 5)
+            assert _wait_for(lambda: waitress_adapter.buffered_answers(socket_map) == 0, 5)
             assert _wait_for(lambda: not listener.active_channels, 5)
     finally:
         stop.set()
@@ -414,15 +415,15 @@ def test_an_answer_made_slowly_is_not_cut_off_before_it_is_sent(
     answer began, not from the request's arrival."""
     limits = http_server.ConnectionLimits(request_timeout=0.5, keepalive_timeout=2)
     buffered, go_on = threading.Event(), threading.Event()
-    flush = http_server.PlacementChannel._flush_some
+    flush = waitress_adapter.PlacementChannel._flush_some
 
-    def held_flush(channel: http_server.PlacementChannel, do_close: bool = True) -> bool:
+    def held_flush(channel: waitress_adapter.PlacementChannel, do_close: bool = True) -> bool:
         if threading.current_thread() is not threading.main_thread() and not go_on.is_set():
             buffered.set()  # the application thread: buffered, not sent yet
             go_on.wait(10)
         return bool(flush(channel, do_close))
 
-    monkeypatch.setattr(http_server.PlacementChannel, "_flush_some", held_flush)
+    monkeypatch.setattr(waitress_adapter.PlacementChannel, "_flush_some", held_flush)
 
     def app(environ: dict, start_response) -> Iterator[bytes]:
         # The answer takes longer to make than request_timeout (a long audit, say).
@@ -432,13 +433,13 @@ def test_an_answer_made_slowly_is_not_cut_off_before_it_is_sent(
                                   ("Content-Length", str(len(body)))])
         return [body]
 
-    adjustments = http_server.adjustments_for(limits, threads=1, backlog=16,
-                                              host="127.0.0.1", port=0)
+    adjustments = waitress_adapter.adjustments_for(limits, threads=1, backlog=16,
+                                                   host="127.0.0.1", port=0)
     socket_map: dict = {}
     dispatcher = ThreadedTaskDispatcher()
     dispatcher.set_thread_count(1)
-    listener = http_server.PlacementServer(app, socket_map, dispatcher=dispatcher,
-                                           adj=adjustments)
+    listener = waitress_adapter.PlacementServer(app, socket_map, dispatcher=dispatcher,
+                                                adj=adjustments)
     listener.limits = limits
     address = ("127.0.0.1", int(listener.effective_port))
 
