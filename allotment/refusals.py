@@ -258,6 +258,7 @@ def _default(e: ledger.LedgerError, _: Request) -> str:
 GENERATION_CHANGED = ("Resource provider's generation already changed. Please update the "
                       "generation and try again.")
 
+# How a lost race reads on the allocation writes once the retries are used up.
 _RACE_PREFIX = "Inventory and/or allocations changed while attempting to allocate: "
 
 # PUT /resource_providers/{uuid}/aggregates

@@ -25,8 +25,6 @@ from allotment.ledger.providers import normalize_uuid
 from allotment.schemas import allocations as schemas
 from allotment.schemas import responses as r
 
-# How a lost race reads once the retries are used up (as upstream words it).
-
 
 def consumer_body(req: Request, found: allocations.ConsumerAllocations | None) -> dict:
     version = req.context.version

@@ -1,7 +1,8 @@
 """/resource_providers/{uuid}/inventories and .../inventories/{resource_class}.
 
-The messages wrap the ledger's reasons the way upstream words them, since
-clients and operators look for these phrases.
+The refusals are worded as upstream words them on these endpoints, since
+clients and operators look for those phrases: ``allotment.refusals``'
+``INVENTORY_*`` tables.
 """
 
 from __future__ import annotations
