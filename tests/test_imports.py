@@ -23,7 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 
 _APPLICATION = ("allotment.http", "allotment.handlers", "allotment.wsgi", "allotment.auth",
                 "allotment.metrics", "allotment.server", "allotment.waitress_adapter",
-                "allotment.cli", "allotment.openapi")
+                "allotment.cli", "allotment.openapi",
+                # How refusals are answered and worded: the domain carries the facts only.
+                "allotment.refusals")
 
 # (lower, upper): no module of ``lower`` may import one of ``upper``, directly
 # or through any chain of other modules. A name covers the module or package

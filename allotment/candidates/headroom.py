@@ -82,7 +82,12 @@ from allotment.candidates.sources import ModelSource
 from allotment.db.engine import Database
 from allotment.ledger import capacity, inventories
 from allotment.ledger.common import STANDARD_CLASS_IDS
-from allotment.ledger.errors import BadWhatIf
+from allotment.ledger.errors import (
+    AddedCapacityOutOfRange,
+    AddedClassNotFound,
+    ExcludedNotRoot,
+    ExcludedRootNotFound,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -512,11 +517,10 @@ def _excluded_roots(state: State, uuids: Iterable[str]) -> set[int]:
     for uuid in uuids:
         rp = state.by_uuid.get(uuid)
         if rp is None:
-            raise BadWhatIf(f"exclude_roots: no resource provider with uuid {uuid}.")
+            raise ExcludedRootNotFound(uuid)
         root = state.providers[rp].root
         if root != rp:
-            raise BadWhatIf(f"exclude_roots: {uuid} is not a root provider (its root is "
-                            f"{state.providers[root].uuid}).")
+            raise ExcludedNotRoot(uuid, state.providers[root].uuid)
         found.add(rp)
     return found
 
@@ -534,10 +538,9 @@ def _template_records(state: State, template: HostTemplate
     for name, total, ratio in template.inventories:
         rc = _class_id(state, name)
         if rc is None:
-            raise BadWhatIf(f"add: no such resource class {name}.")
+            raise AddedClassNotFound(name)
         if not capacity.fits_in_range(total, defaults["reserved"], ratio):
-            raise BadWhatIf(f"add: the capacity of {name}, {total} x {ratio:g}, is larger "
-                            f"than {capacity.MAX_CAPACITY}, the most this service can count.")
+            raise AddedCapacityOutOfRange(name, total, ratio, capacity.MAX_CAPACITY)
         records[rc] = capacity.with_usage(total, defaults["reserved"], defaults["min_unit"],
                                           defaults["max_unit"], defaults["step_size"],
                                           ratio, 0)

@@ -10,13 +10,13 @@ from typing import ClassVar
 
 import falcon
 
-from allotment.handlers.base import GENERATION_CHANGED, Resource
+from allotment import refusals
+from allotment.handlers.base import Resource
 from allotment.http import render
 from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.operations import UUID_PARAM, WRITE_REFUSALS, Operation, ok
 from allotment.ledger import aggregates, providers
-from allotment.ledger.errors import ProviderGenerationConflict
 from allotment.schemas import aggregates as schemas
 from allotment.schemas import responses as r
 
@@ -59,7 +59,7 @@ class ProviderAggregates(Resource):
         data = self.read_body(req, provider=uuid)
         uuids = data["aggregates"] if with_generation else data
         given = data["resource_provider_generation"] if with_generation else None
-        with explain({ProviderGenerationConflict: lambda e: GENERATION_CHANGED}):
+        with explain(refusals.AGGREGATES_UPDATE):
             generation = self.run_write(req, lambda conn: aggregates.replace(
                 conn, uuid, uuids, given))
         _send(req, resp, generation, uuids)

@@ -12,6 +12,7 @@ from typing import ClassVar
 
 import falcon
 
+from allotment import refusals
 from allotment.candidates import engine
 from allotment.candidates.request import Settings
 from allotment.handlers.base import Resource
@@ -22,7 +23,6 @@ from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.operations import Operation, ok
 from allotment.http.request import client_gone, query
-from allotment.ledger.errors import UnknownResourceClass
 from allotment.schemas import allocation_candidates as schemas
 from allotment.schemas import responses as r
 
@@ -39,8 +39,7 @@ class AllocationCandidates(Resource):
     def on_get(self, req: Request, resp: falcon.Response) -> None:
         version = req.context.version
         request = parse_request(query(req), version)
-        with explain({UnknownResourceClass: lambda e: "Invalid resource class in resources "
-                                                      f"parameter: {e}"}), \
+        with explain(refusals.ALLOCATION_CANDIDATES), \
                 self.services.candidate_budget(client_gone(req)) as budget:
             result = engine.answer(self.db, self.services.read_model, request,
                                    Settings.from_conf(self.conf), budget,

@@ -11,7 +11,7 @@ from typing import ClassVar
 
 import falcon
 
-from allotment import errors
+from allotment import errors, refusals
 from allotment.handlers.base import Resource
 from allotment.http import render
 from allotment.http.claims import claim_from_body
@@ -21,13 +21,9 @@ from allotment.http.operations import CONSUMER_PARAM, NO_BODY, WRITE_REFUSALS, O
 from allotment.http.request import is_uuid_like
 from allotment.ledger import allocations
 from allotment.ledger.consumers import UNKNOWN_TYPE
-from allotment.ledger.errors import RetriesExhausted, UnknownResourceClass
 from allotment.ledger.providers import normalize_uuid
 from allotment.schemas import allocations as schemas
 from allotment.schemas import responses as r
-
-# How a lost race reads once the retries are used up (as upstream words it).
-RACE_PREFIX = "Inventory and/or allocations changed while attempting to allocate: "
 
 
 def consumer_body(req: Request, found: allocations.ConsumerAllocations | None) -> dict:
@@ -64,8 +60,7 @@ class Allocations(Resource):
         data = self.read_body(req)
         claims = [claim_from_body(uuid, entry, version, self.conf)
                   for uuid, entry in data.items()]
-        with explain({UnknownResourceClass: lambda e: f"Unable to allocate inventory {e}",
-                      RetriesExhausted: lambda e: RACE_PREFIX + str(e)}):
+        with explain(refusals.ALLOCATIONS_POST):
             self.run_write(req, lambda conn: allocations.write(conn, claims),
                            self.conf.placement.allocation_conflict_retry_count)
         render.no_content(resp)
@@ -100,9 +95,7 @@ class ConsumerAllocations(Resource):
         version = req.context.version
         data = self.read_body(req)
         claim = claim_from_body(consumer_uuid, data, version, self.conf)
-        with explain({UnknownResourceClass: lambda e: "Unable to allocate inventory for "
-                                                      f"consumer {consumer_uuid}: {e}",
-                      RetriesExhausted: lambda e: RACE_PREFIX + str(e)}):
+        with explain(refusals.ALLOCATIONS_PUT, consumer_uuid=consumer_uuid):
             self.run_write(req, lambda conn: allocations.write(conn, [claim]),
                            self.conf.placement.allocation_conflict_retry_count)
         render.no_content(resp)

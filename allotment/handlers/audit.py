@@ -17,7 +17,7 @@ from typing import ClassVar
 
 import falcon
 
-from allotment import errors, policy
+from allotment import errors, policy, refusals
 from allotment.handlers.base import Resource
 from allotment.http import render
 from allotment.http.context import Request
@@ -26,7 +26,6 @@ from allotment.http.history_render import render_report
 from allotment.http.operations import Operation, ok
 from allotment.http.request import Query, client_gone, excerpt, query, validate_query
 from allotment.ledger import audit
-from allotment.ledger.errors import CandidatesBusy, CandidatesTooSlow
 from allotment.schemas import audit as schema
 from allotment.schemas import responses as r
 
@@ -88,15 +87,7 @@ class AuditAllocations(Resource):
         # budget, holding one of the worker's large-search slots (taken before
         # anything is read; none free: 503 at once), within its time limit, and
         # stopped when the client has gone.
-        with word_refusals({
-                CandidatesBusy: lambda e: "This server is already running as many "
-                                          "large searches and audits as it allows "
-                                          f"({e.slots} per worker process, [allotment] "
-                                          "candidates_large_slots). Retry later.",
-                CandidatesTooSlow: lambda e: "This audit could not be finished within "
-                                             f"{e.seconds:g} seconds ([allotment] "
-                                             "candidates_time_limit). Ask for fewer "
-                                             "kinds or a smaller limit."}), \
+        with word_refusals(refusals.AUDIT), \
                 self.services.candidate_budget(client_gone(req)) as budget:
             budget.take_slot("is an audit")
             with self.db.snapshot() as conn:

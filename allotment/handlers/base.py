@@ -24,10 +24,6 @@ from allotment.services import Services
 
 T = TypeVar("T")
 
-# How upstream words a stale provider generation for traits and aggregates.
-GENERATION_CHANGED = ("Resource provider's generation already changed. Please update the "
-                      "generation and try again.")
-
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 

@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import falcon
 
-from allotment import errors
+from allotment import errors, refusals
 from allotment.candidates import explain as diagnosis
 from allotment.candidates.request import Settings
 from allotment.handlers.base import Resource
@@ -25,7 +25,6 @@ from allotment.http.context import Request
 from allotment.http.errors import explain as word_refusals
 from allotment.http.operations import Operation, Schema, ok
 from allotment.http.request import Query, client_gone, excerpt, query
-from allotment.ledger.errors import UnknownResourceClass
 from allotment.schemas import allocation_candidates as candidates
 from allotment.schemas import responses as r
 
@@ -79,8 +78,7 @@ class ExplainAllocationCandidates(Resource):
         sample_limit = take_explain_limit(q)
         request = parse_request(q, version)
         settings = Settings.from_conf(self.conf)
-        with word_refusals({UnknownResourceClass: lambda e: "Invalid resource class in "
-                                                            f"resources parameter: {e}"}), \
+        with word_refusals(refusals.ALLOCATION_CANDIDATES_EXPLAIN), \
                 self.services.candidate_budget(client_gone(req)) as budget:
             result, explanation = diagnosis.answer_and_explain(
                 self.db, self.services.read_model, request, settings, sample_limit,

@@ -21,7 +21,7 @@ from typing import ClassVar
 
 import falcon
 
-from allotment import errors
+from allotment import errors, refusals
 from allotment.candidates import headroom
 from allotment.handlers.base import Resource
 from allotment.http import render
@@ -31,7 +31,6 @@ from allotment.http.errors import explain as word_refusals
 from allotment.http.operations import Operation, Schema, ok
 from allotment.http.request import Query, client_gone, excerpt, is_uuid_like, query
 from allotment.ledger import capacity
-from allotment.ledger.errors import CandidatesTooSlow, UnknownResourceClass
 from allotment.schemas import allocation_candidates as candidates
 from allotment.schemas import responses as r
 from allotment.schemas.common import RC_PATTERN
@@ -144,14 +143,7 @@ class Headroom(Resource):
         q = query(req)
         what_if = take_what_if(q)
         request = parse_request(q, req.context.version)
-        with word_refusals({
-                UnknownResourceClass: lambda e: "Invalid resource class in resources "
-                                                f"parameter: {e}",
-                CandidatesTooSlow: lambda e: "This headroom count could not be finished "
-                                             f"within {e.seconds:g} seconds ([allotment] "
-                                             "candidates_time_limit). Narrow the request "
-                                             "(required traits, member_of, in_tree) or "
-                                             "ask about part of the cloud."}), \
+        with word_refusals(refusals.HEADROOM), \
                 self.services.candidate_budget(client_gone(req)) as budget:
             found = headroom.answer(self.db, self.services.read_model, request, what_if,
                                     budget=budget)

@@ -1,17 +1,17 @@
 """/resource_providers/{uuid}/inventories and .../inventories/{resource_class}.
 
-The messages wrap the ledger's reasons the way upstream words them, since
-clients and operators look for these phrases.
+The refusals are worded as upstream words them on these endpoints, since
+clients and operators look for those phrases: ``allotment.refusals``'
+``INVENTORY_*`` tables.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import ClassVar
 
 import falcon
 
-from allotment import errors
+from allotment import errors, refusals
 from allotment.handlers.base import Resource
 from allotment.http import render
 from allotment.http.context import Request
@@ -25,15 +25,6 @@ from allotment.http.operations import (
     ok,
 )
 from allotment.ledger import inventories, providers
-from allotment.ledger.errors import (
-    InvalidCapacity,
-    InventoryInUse,
-    InventoryNotFound,
-    ProviderGenerationConflict,
-    ProviderNotFound,
-    ResourceClassNotFound,
-    UnknownResourceClass,
-)
 from allotment.schemas import inventories as schemas
 from allotment.schemas import responses as r
 
@@ -70,11 +61,6 @@ def _send_one(req: Request, resp: falcon.Response, generation: int,
                          last_modified=inv.updated_at or inv.created_at)
 
 
-def _missing_provider(uuid: str) -> Callable[[ProviderNotFound], str]:
-    """How upstream words a missing provider on the inventory reads."""
-    return lambda e: f"No resource provider with uuid {uuid} found : {e}"
-
-
 class ProviderInventories(Resource):
     operations: ClassVar[dict[str, Operation]] = {
         "GET": Operation(
@@ -96,7 +82,7 @@ class ProviderInventories(Resource):
     }
 
     def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        with explain({ProviderNotFound: _missing_provider(uuid)}), self.db.read() as conn:
+        with explain(refusals.INVENTORY_READ, uuid=uuid), self.db.read() as conn:
             provider = providers.require(conn, uuid)
             records = inventories.get_inventories(conn, provider.id)
         _send_set(req, resp, provider.generation, records, from_db=True)
@@ -104,9 +90,7 @@ class ProviderInventories(Resource):
     def on_post(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         data = self.read_body(req, provider=uuid)
         inv = inventories.from_request(data["resource_class"], data)
-        prefix = f"Unable to create inventory for resource provider {uuid}: "
-        with explain({InvalidCapacity: lambda e: prefix + str(e),
-                      UnknownResourceClass: lambda e: prefix + str(e)}):
+        with explain(refusals.INVENTORY_CREATE, uuid=uuid):
             generation = self.run_write(req, lambda conn: inventories.create(
                 conn, uuid, inv, req.context.version.has("reserved_equals_total")))
         resp.set_header("Location", _inventory_url(req, uuid, inv.resource_class))
@@ -116,14 +100,7 @@ class ProviderInventories(Resource):
         data = self.read_body(req, provider=uuid)
         records = [inventories.from_request(name, fields)
                    for name, fields in data["inventories"].items()]
-        with explain({
-            ProviderGenerationConflict: lambda e: "resource provider generation conflict",
-            InvalidCapacity: lambda e: f"Unable to update inventory for resource provider "
-                                       f"{uuid}: {e}",
-            UnknownResourceClass: lambda e: "Unknown resource class in inventory for "
-                                            f"resource provider {uuid}: {e}",
-            InventoryInUse: lambda e: f"update conflict: {e}",
-        }):
+        with explain(refusals.INVENTORIES_REPLACE, uuid=uuid):
             generation = self.run_write(req, lambda conn: inventories.replace_all(
                 conn, uuid, data["resource_provider_generation"], records,
                 req.context.version.has("reserved_equals_total")))
@@ -154,7 +131,7 @@ class ProviderInventory(Resource):
 
     def on_get(self, req: Request, resp: falcon.Response, uuid: str,
                resource_class: str) -> None:
-        with explain({ProviderNotFound: _missing_provider(uuid)}), self.db.read() as conn:
+        with explain(refusals.INVENTORY_READ, uuid=uuid), self.db.read() as conn:
             provider = providers.require(conn, uuid)
             records = inventories.get_inventories(conn, provider.id)
         found = [inv for inv in records if inv.resource_class == resource_class]
@@ -166,13 +143,7 @@ class ProviderInventory(Resource):
                resource_class: str) -> None:
         data = self.read_body(req, provider=uuid)
         inv = inventories.from_request(resource_class, data)
-        with explain({
-            ProviderGenerationConflict: lambda e: "resource provider generation conflict",
-            InvalidCapacity: lambda e: f"Unable to update inventory for resource provider "
-                                       f"{uuid}: {e}",
-            InventoryNotFound: lambda e: "No inventory record with resource class for "
-                                         f"resource provider {uuid}: {e}",
-        }, answers={InventoryNotFound: (400, errors.DEFAULT)}):  # upstream's status here
+        with explain(refusals.INVENTORY_UPDATE, uuid=uuid):
             generation = self.run_write(req, lambda conn: inventories.update(
                 conn, uuid, data["resource_provider_generation"], inv,
                 req.context.version.has("reserved_equals_total")))
@@ -180,13 +151,7 @@ class ProviderInventory(Resource):
 
     def on_delete(self, req: Request, resp: falcon.Response, uuid: str,
                   resource_class: str) -> None:
-        missing = f"No inventory of class {resource_class} found for delete"
-        with explain({
-            ResourceClassNotFound: lambda e: f"{missing}: {e}",
-            InventoryNotFound: lambda e: f"{missing}: {missing}",
-            InventoryInUse: lambda e: f"Unable to delete inventory of class {resource_class}: "
-                                      f"{e}",
-        }, answers={InventoryInUse: (409, errors.CONCURRENT_UPDATE)}):  # as upstream
+        with explain(refusals.INVENTORY_DELETE, resource_class=resource_class):
             self.run_write(req, lambda conn: inventories.delete(
                 conn, uuid, resource_class))
         render.no_content(resp)

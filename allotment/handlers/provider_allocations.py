@@ -6,13 +6,13 @@ from typing import ClassVar
 
 import falcon
 
+from allotment import refusals
 from allotment.handlers.base import Resource
 from allotment.http import render
 from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.operations import UUID_PARAM, Operation, ok
 from allotment.ledger import allocations, providers
-from allotment.ledger.errors import ProviderNotFound
 from allotment.schemas import responses as r
 
 
@@ -24,7 +24,7 @@ class ProviderAllocations(Resource):
     }
 
     def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        with explain({ProviderNotFound: lambda e: f"Resource provider '{uuid}' not found: {e}"}), \
+        with explain(refusals.PROVIDER_ALLOCATIONS, uuid=uuid), \
                 self.db.read() as conn:
             provider = providers.require(conn, uuid)
             held = allocations.for_provider(conn, provider.id)

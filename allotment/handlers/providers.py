@@ -7,6 +7,7 @@ from typing import ClassVar
 
 import falcon
 
+from allotment import refusals
 from allotment.handlers.base import Resource
 from allotment.http import filter_params, render
 from allotment.http.context import Request
@@ -14,12 +15,6 @@ from allotment.http.errors import explain
 from allotment.http.operations import NO_BODY, UUID_PARAM, WRITE_REFUSALS, Operation, ok
 from allotment.http.request import query, validate_query
 from allotment.ledger import providers
-from allotment.ledger.errors import (
-    DuplicateProvider,
-    ProviderNotFound,
-    UnknownResourceClass,
-    UnknownTraits,
-)
 from allotment.schemas import providers as schemas
 from allotment.schemas import responses as r
 
@@ -85,9 +80,7 @@ class ProviderCollection(Resource):
             filter_.in_tree = filter_params.parse_in_tree(q.value("in_tree"))
         if "required" in q and version.has("providers_required"):
             filter_.required = filter_params.parse_required(q, version)
-        with explain({UnknownResourceClass: lambda e: "Invalid resource class in resources "
-                                                      f"parameter: {e}",
-                      UnknownTraits: lambda e: f'Invalid trait(s) in "required" parameter: {e}'}), \
+        with explain(refusals.PROVIDERS_LIST), \
                 self.db.read() as conn:
             found = providers.list_providers(conn, filter_)
         body = {"resource_providers": [provider_body(req, p) for p in found]}
@@ -133,8 +126,7 @@ class Provider(Resource):
     def on_put(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         version = req.context.version
         data = self.read_body(req, provider=uuid)
-        with explain({DuplicateProvider: lambda e: f"Conflicting resource provider {e.value} "
-                                                   "already exists."}):
+        with explain(refusals.PROVIDER_UPDATE):
             provider = self.run_write(req, lambda conn: providers.update(
                 conn, uuid, data["name"], move="parent_provider_uuid" in data,
                 parent_uuid=data.get("parent_provider_uuid"),
@@ -143,7 +135,7 @@ class Provider(Resource):
                              last_modified=_last_modified([provider]))
 
     def on_delete(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        with explain({ProviderNotFound: lambda e: f"{e} for delete"}):
+        with explain(refusals.PROVIDER_DELETE):
             self.run_write(req, lambda conn: providers.delete(conn, uuid))
         render.no_content(resp)
 

@@ -6,6 +6,7 @@ from typing import ClassVar
 
 import falcon
 
+from allotment import refusals
 from allotment.handlers.base import Resource
 from allotment.http import render
 from allotment.http.claims import claim_from_body
@@ -13,7 +14,6 @@ from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.operations import NO_BODY, WRITE_REFUSALS, Operation, ok
 from allotment.ledger import reshaper
-from allotment.ledger.errors import InventoryInUse, RetriesExhausted, UnknownResourceClass
 from allotment.schemas import reshaper as schemas
 
 
@@ -35,9 +35,7 @@ class Reshaper(Resource):
             for rp_uuid, entry in data["inventories"].items()]
         claims = [claim_from_body(uuid, entry, version, self.conf)
                   for uuid, entry in data["allocations"].items()]
-        with explain({UnknownResourceClass: lambda e: f"malformed reshaper data: {e}",
-                      InventoryInUse: lambda e: f"update conflict: {e}",
-                      RetriesExhausted: lambda e: f"update conflict: {e}"}):
+        with explain(refusals.RESHAPE):
             self.run_write(req, lambda conn: reshaper.reshape(conn, new_inventories, claims),
                            self.conf.placement.allocation_conflict_retry_count)
         render.no_content(resp)

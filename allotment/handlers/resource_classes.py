@@ -11,6 +11,7 @@ from typing import ClassVar
 
 import falcon
 
+from allotment import refusals
 from allotment.handlers.base import Resource
 from allotment.http import render
 from allotment.http.context import Request
@@ -18,11 +19,6 @@ from allotment.http.errors import explain
 from allotment.http.operations import NAME_PARAM, NO_BODY, WRITE_REFUSALS, Operation, ok
 from allotment.http.request import validate
 from allotment.ledger import resource_classes
-from allotment.ledger.errors import (
-    ResourceClassExists,
-    ResourceClassInUse,
-    StandardResourceClass,
-)
 from allotment.schemas import resource_classes as schemas
 from allotment.schemas import responses as r
 
@@ -60,8 +56,7 @@ class ResourceClassCollection(Resource):
     def on_post(self, req: Request, resp: falcon.Response) -> None:
         data = self.read_body(req)
         name = data["name"]
-        with explain({ResourceClassExists: lambda e: "Conflicting resource class already "
-                                                     f"exists: {e.name}"}):
+        with explain(refusals.RESOURCE_CLASS_CREATE):
             self.run_write(req, lambda conn: resource_classes.create(conn, name))
         resp.set_header("Location", render.absolute_url(req, f"/resource_classes/{name}"))
         resp.status = 201
@@ -101,7 +96,7 @@ class ResourceClass(Resource):
 
     def _rename(self, req: Request, resp: falcon.Response, name: str) -> None:
         data = self.read_body(req)
-        with explain({ResourceClassExists: lambda e: f"Resource class already exists: {e.name}"}):
+        with explain(refusals.RESOURCE_CLASS_RENAME):
             rc = self.run_write(req, lambda conn: resource_classes.rename(
                 conn, name, data["name"]))
         # Upstream sends no cache headers here.
@@ -116,7 +111,6 @@ class ResourceClass(Resource):
         resp.set_header("Location", render.absolute_url(req, f"/resource_classes/{name}"))
 
     def on_delete(self, req: Request, resp: falcon.Response, name: str) -> None:
-        with explain({StandardResourceClass: lambda e: f"Error in delete resource class: {e}",
-                      ResourceClassInUse: lambda e: f"Error in delete resource class: {e}"}):
+        with explain(refusals.RESOURCE_CLASS_DELETE):
             self.run_write(req, lambda conn: resource_classes.delete(conn, name))
         render.no_content(resp)

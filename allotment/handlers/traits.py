@@ -7,8 +7,8 @@ from typing import Any, ClassVar
 
 import falcon
 
-from allotment import errors
-from allotment.handlers.base import GENERATION_CHANGED, Resource
+from allotment import errors, refusals
+from allotment.handlers.base import Resource
 from allotment.http import render
 from allotment.http.context import Request
 from allotment.http.errors import explain
@@ -22,12 +22,6 @@ from allotment.http.operations import (
 )
 from allotment.http.request import query, validate, validate_query
 from allotment.ledger import providers, traits
-from allotment.ledger.errors import (
-    ProviderGenerationConflict,
-    ProviderNotFound,
-    TraitNotFound,
-    UnknownTraits,
-)
 from allotment.schemas import responses as r
 from allotment.schemas import traits as schemas
 
@@ -101,7 +95,7 @@ class Trait(Resource):
 
     def on_get(self, req: Request, resp: falcon.Response, name: str) -> None:
         # Upstream catches a missing trait here (so its 404 carries Vary).
-        with explain({TraitNotFound: str}), self.db.read() as conn:
+        with explain(refusals.TRAIT), self.db.read() as conn:
             trait = traits.require(conn, name)
         render.no_content(resp)
         if req.context.version.has("cache_headers"):
@@ -120,7 +114,7 @@ class Trait(Resource):
             render.set_cache_headers(resp, trait.created_at)
 
     def on_delete(self, req: Request, resp: falcon.Response, name: str) -> None:
-        with explain({TraitNotFound: str}):
+        with explain(refusals.TRAIT):
             self.run_write(req, lambda conn: traits.delete(conn, name))
         render.no_content(resp)
 
@@ -148,16 +142,14 @@ class ProviderTraits(Resource):
         render.json_response(req, resp, body, last_modified=_last_modified(found))
 
     def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        with explain({ProviderNotFound: lambda e: f"No resource provider with uuid {uuid} "
-                                                  f"found: {e}"}), self.db.read() as conn:
+        with explain(refusals.PROVIDER_TRAITS_READ, uuid=uuid), self.db.read() as conn:
             provider = providers.require(conn, uuid)
             found = traits.provider_traits(conn, provider.id)
         self._send(req, resp, provider.generation, found)
 
     def on_put(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         data = self.read_body(req)
-        with explain({ProviderGenerationConflict: lambda e: GENERATION_CHANGED,
-                      UnknownTraits: lambda e: f"No such trait {', '.join(e.names)}"}):
+        with explain(refusals.PROVIDER_TRAITS_UPDATE):
             generation, found = self.run_write(req, lambda conn: (
                 traits.replace_for_provider(conn, uuid, data["resource_provider_generation"],
                                             data["traits"])))

@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 import falcon
 
+from allotment import refusals
 from allotment.handlers.base import Resource
 from allotment.http import render
 from allotment.http.context import Request
@@ -14,7 +15,6 @@ from allotment.http.errors import explain
 from allotment.http.operations import UUID_PARAM, Operation, ok
 from allotment.http.request import query, validate_query
 from allotment.ledger import providers, usages
-from allotment.ledger.errors import ProviderNotFound
 from allotment.schemas import responses as r
 from allotment.schemas import usages as schemas
 
@@ -27,7 +27,7 @@ class ProviderUsages(Resource):
     }
 
     def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
-        with explain({ProviderNotFound: lambda e: f"{e}: {e}"}), self.db.read() as conn:
+        with explain(refusals.PROVIDER_USAGES), self.db.read() as conn:
             provider = providers.require(conn, uuid)
             used = usages.for_provider(conn, provider.id)
         body = {"resource_provider_generation": provider.generation, "usages": used}

@@ -1,9 +1,10 @@
 """The one place where every failure becomes a Placement error response.
 
-``REFUSALS`` maps each domain exception (``allotment.ledger.errors``) to its
-HTTP status and Placement error code; handlers add upstream's wording
-around a reason with ``explain``. HTTP-layer refusals (``allotment.errors``)
-carry their status themselves. A database that cannot be reached is no
+A domain exception (``allotment.ledger.errors``) carries facts; its status,
+code and words are ``allotment.refusals``' (``REFUSALS``, and the named
+tables of the endpoints that word it otherwise, which handlers pass to
+``explain``). HTTP-layer refusals (``allotment.errors``) carry their
+status and message themselves. A database that cannot be reached is no
 refusal but the service failing for a moment: 503 with ``Retry-After``
 (``unavailable``).
 """
@@ -15,12 +16,11 @@ import html
 import json
 import logging
 import re
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from collections.abc import Iterator
 
 import falcon
 
-from allotment import errors, metrics
+from allotment import errors, metrics, refusals
 from allotment.db.availability import DatabaseUnavailable
 from allotment.db.errors import LostRace, meaning
 from allotment.http.context import Request
@@ -30,51 +30,6 @@ from allotment.ledger import errors as ledger
 
 LOG = logging.getLogger(__name__)
 
-
-# Domain exception -> (status, Placement error code).
-REFUSALS: dict[type[ledger.LedgerError], tuple[int, str]] = {
-    # Something the request addresses does not exist.
-    ledger.ProviderNotFound: (404, errors.DEFAULT),
-    ledger.ResourceClassNotFound: (404, errors.DEFAULT),
-    ledger.TraitNotFound: (404, errors.DEFAULT),
-    ledger.InventoryNotFound: (404, errors.DEFAULT),
-    ledger.NoAllocations: (404, errors.DEFAULT),
-    # Something the request's data names does not exist.
-    ledger.UnknownResourceClass: (400, errors.DEFAULT),
-    ledger.UnknownTraits: (400, errors.DEFAULT),
-    ledger.UnknownProvider: (400, errors.DEFAULT),
-    ledger.UnknownInventoryProvider: (400, errors.RESOURCE_PROVIDER_NOT_FOUND),
-    # The data breaks a rule.
-    ledger.InvalidCapacity: (400, errors.DEFAULT),
-    ledger.InvalidNewProvider: (400, errors.DEFAULT),
-    ledger.InvalidTreeChange: (400, errors.DEFAULT),
-    ledger.StandardResourceClass: (400, errors.DEFAULT),
-    ledger.StandardTrait: (400, errors.DEFAULT),
-    ledger.InvalidAllocation: (409, errors.DEFAULT),
-    # The data conflicts with what is there.
-    ledger.DuplicateProvider: (409, errors.DUPLICATE_NAME),
-    ledger.ProviderHasChildren: (409, errors.PROVIDER_CANNOT_DELETE_PARENT),
-    ledger.ProviderInUse: (409, errors.PROVIDER_IN_USE),
-    ledger.InventoryInUse: (409, errors.INVENTORY_INUSE),
-    ledger.InventoryExists: (409, errors.CONCURRENT_UPDATE),
-    ledger.ResourceClassExists: (409, errors.DEFAULT),
-    ledger.ResourceClassInUse: (409, errors.DEFAULT),
-    ledger.ResourceClassIdsContended: (409, errors.DEFAULT),
-    ledger.TraitInUse: (409, errors.DEFAULT),
-    ledger.ProviderGenerationConflict: (409, errors.CONCURRENT_UPDATE),
-    ledger.ConsumerGenerationConflict: (409, errors.CONCURRENT_UPDATE),
-    ledger.RetriesExhausted: (409, errors.CONCURRENT_UPDATE),
-    # A candidates search over its budget (``candidates.budget``).
-    ledger.TooManyCandidates: (400, errors.QUERYPARAM_BAD_VALUE),
-    ledger.CandidatesTooSlow: (400, errors.QUERYPARAM_BAD_VALUE),
-    ledger.CandidatesBusy: (503, errors.DEFAULT),
-    ledger.ClientGone: (400, errors.DEFAULT),
-    # Headroom's what-if names what the cloud does not have.
-    ledger.BadWhatIf: (400, errors.QUERYPARAM_BAD_VALUE),
-}
-
-# Refusals that pass when retried: seconds for the Retry-After header.
-RETRY_AFTER: dict[type[ledger.LedgerError], int] = {ledger.CandidatesBusy: 1}
 
 # The database is shut down, restarting or unreachable: a restart is over in
 # seconds; a client honouring Retry-After comes back after it.
@@ -97,8 +52,6 @@ def unavailable(exc: DatabaseUnavailable) -> errors.PlacementError:
                                  headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
 
 
-Wording = Callable[[Any], str]
-
 # What upstream's handlers let escape (its NotFound), and so answers without
 # Vary, when no handler words it (``explain``, which upstream's catching does).
 _UNCAUGHT_UPSTREAM = (ledger.ProviderNotFound, ledger.ResourceClassNotFound,
@@ -114,42 +67,39 @@ _STALE_GENERATION: dict[type[ledger.LedgerError], str] = {
 
 
 def refusal(exc: ledger.LedgerError, message: str | None = None,
-            answer: tuple[int, str] | None = None) -> errors.PlacementError:
-    """The HTTP refusal for a domain exception (``REFUSALS`` unless ``answer``)."""
-    if answer is None:
-        answer = next(REFUSALS[kind] for kind in type(exc).__mro__ if kind in REFUSALS)
+            status: int | None = None, code: str | None = None) -> errors.PlacementError:
+    """The HTTP refusal for a domain exception: ``refusals.REFUSALS``' answer,
+    unless the endpoint's wording gives another message, status or code."""
+    answer = refusals.answer(exc)
     for kind, generation in _STALE_GENERATION.items():
         if isinstance(exc, kind):
             metrics.generation_conflict(generation)
-    status, code = answer
-    retry_after = RETRY_AFTER.get(type(exc))
-    return errors.PlacementError(str(exc) if message is None else message, code=code,
-                                 status=status,
-                                 headers=None if retry_after is None
-                                 else {"Retry-After": str(retry_after)})
+    return errors.PlacementError(answer.words(exc) if message is None else message,
+                                 code=answer.code if code is None else code,
+                                 status=answer.status if status is None else status,
+                                 headers=None if answer.retry_after is None
+                                 else {"Retry-After": str(answer.retry_after)})
 
 
 @contextlib.contextmanager
-def explain(wording: Mapping[type[ledger.LedgerError], Wording],
-            answers: Mapping[type[ledger.LedgerError], tuple[int, str]] | None = None,
-            ) -> Iterator[None]:
-    """Word domain refusals raised inside the block as this endpoint's upstream does.
+def explain(endpoint: refusals.Endpoint, **request: str) -> Iterator[None]:
+    """Answer domain refusals raised inside the block as this endpoint's upstream does.
 
-    ``wording`` maps an exception class to a function of the exception
-    giving the message (usually the reason with a prefix); ``answers``
-    overrides ``REFUSALS`` for the few endpoints where upstream answers one
-    refusal with another status or code.
+    ``endpoint`` is one of the named tables of ``allotment.refusals``;
+    ``request`` the facts of the request its words name (the URL's uuid …).
+    A refusal the table does not list passes through, answered as
+    ``REFUSALS`` says.
     """
     try:
         yield
     except ledger.LedgerError as exc:
-        message = next((word(exc) for kind, word in wording.items() if isinstance(exc, kind)),
-                       None)
-        answer = next((answer for kind, answer in (answers or {}).items()
-                       if isinstance(exc, kind)), None)
-        if message is None and answer is None:
+        entry = next((entry for kind, entry in endpoint.items() if isinstance(exc, kind)),
+                     None)
+        if entry is None:
             raise  # Not this endpoint's to word: rendered as any other.
-        raise refusal(exc, message, answer) from None
+        if isinstance(entry, refusals.Variant):
+            raise refusal(exc, entry.words(exc, request), entry.status, entry.code) from None
+        raise refusal(exc, entry(exc, request)) from None
 
 
 def _preferred_error_type(accept: str | None) -> str:

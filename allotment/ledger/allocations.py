@@ -55,7 +55,9 @@ from allotment.db.errors import CapacityGuardRefusal, meaning
 from allotment.ledger import capacity, consumers
 from allotment.ledger.common import class_ids, class_names, utcnow
 from allotment.ledger.errors import (
-    InvalidAllocation,
+    AllocationBreaksConstraints,
+    AllocationOverCapacity,
+    AllocationWithoutInventory,
     NoAllocations,
     Race,
     UnknownProvider,
@@ -403,9 +405,7 @@ def _insert(conn: sa.Connection, new_rows: list[dict[str, Any]],
             raise
         rp_uuid = next(p.uuid for p in by_uuid.values() if p.id == refused.provider_id)
         rc = next(name for name, rc_id in rc_ids.items() if rc_id == refused.class_id)
-        raise InvalidAllocation(
-            f"Unable to create allocation for '{rc}' on resource provider "
-            f"'{rp_uuid}'. The requested amount would exceed the capacity.") from exc
+        raise AllocationOverCapacity(rc, rp_uuid) from exc
 
 
 def _create_consumers(conn: sa.Connection, claims: list[Claim],
@@ -471,8 +471,7 @@ def _check_capacity(conn: sa.Connection, claims: list[Claim], by_uuid: dict[str,
     named = list(dict.fromkeys(rp for c in claims for rp, res in c.allocations.items() if res))
     missing = [rp for rp in named if by_uuid[rp].id not in with_inventory]
     if missing:
-        raise InvalidAllocation(f"Inventory for '{', '.join(class_order)}' on resource provider "
-                                f"'{', '.join(missing)}' invalid.")
+        raise AllocationWithoutInventory(class_order, missing)
 
     wanted: dict[tuple[int, int], int] = defaultdict(int)
     for c in claims:
@@ -482,8 +481,7 @@ def _check_capacity(conn: sa.Connection, claims: list[Claim], by_uuid: dict[str,
                 key = (provider_id, rc_ids[rc])
                 inventory = inventories.get(key)
                 if inventory is None:
-                    raise InvalidAllocation(
-                        f"Inventory for '{rc}' on resource provider '{rp_uuid}' invalid.")
+                    raise AllocationWithoutInventory([rc], [rp_uuid])
                 others = usage.get(key, 0)
                 before = others + old_ours.get(key, 0)
                 # Allocated besides this amount: this request's earlier amounts
@@ -495,14 +493,9 @@ def _check_capacity(conn: sa.Connection, claims: list[Claim], by_uuid: dict[str,
                                      inventory.max_unit, inventory.step_size):
                     if not capacity.amount_allowed(amount, inventory.min_unit,
                                                    inventory.max_unit, inventory.step_size):
-                        raise InvalidAllocation(
-                            f"Unable to create allocation for '{rc}' on resource provider "
-                            f"'{rp_uuid}'. The requested amount would violate inventory "
-                            "constraints.")
+                        raise AllocationBreaksConstraints(rc, rp_uuid)
                     # Over capacity is tolerated only when it is no worse than before.
                     if used + amount > before:
-                        raise InvalidAllocation(
-                            f"Unable to create allocation for '{rc}' on resource provider "
-                            f"'{rp_uuid}'. The requested amount would exceed the capacity.")
+                        raise AllocationOverCapacity(rc, rp_uuid)
                 wanted[key] += amount
     return rc_ids

@@ -1,10 +1,11 @@
 """What the ledger and the candidates engine refuse, as plain exceptions.
 
-Each says what went wrong and carries the values involved; ``str(exc)`` is
-the reason in upstream's words. None of them knows about HTTP: the status
-and the Placement error code of each are one table in
-``allotment.http.errors`` (``REFUSALS``), where handlers may also add the
-context upstream words around a reason.
+Each says what went wrong by its class and carries the facts involved (a
+uuid, a name, a resource class, the numbers) as attributes, and nothing
+more: no wording. How a refusal is worded for a client, and the HTTP
+status and Placement error code it is answered with, are one table in
+``allotment.refusals``, which the domain never imports. ``str(exc)`` is
+for logs only: the class and its facts (``ProviderNotFound(uuid='…')``).
 
 Two exceptions here are control flow inside the write retry loop, not
 answers: ``Race`` (somebody else committed first: run the transaction
@@ -14,29 +15,32 @@ again) and ``RetriesExhausted`` (still losing after the configured retries).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Literal
 
 
 class LedgerError(Exception):
-    """A refusal from the domain; ``str(exc)`` is the reason."""
+    """A refusal from the domain; its attributes are the facts of the case."""
+
+    def __str__(self) -> str:
+        facts = ", ".join(f"{name}={value!r}" for name, value in vars(self).items()
+                          if not name.startswith("_"))
+        return f"{type(self).__name__}({facts})"
 
 
 # --- a thing addressed by the request does not exist -----------------------
 
 class ProviderNotFound(LedgerError):
     def __init__(self, uuid: str) -> None:
-        super().__init__(f"No resource provider with uuid {uuid} found")
         self.uuid = uuid
 
 
 class ResourceClassNotFound(LedgerError):
     def __init__(self, name: str) -> None:
-        super().__init__(f"No such resource class {name}.")
         self.name = name
 
 
 class TraitNotFound(LedgerError):
     def __init__(self, name: str) -> None:
-        super().__init__(f"No such trait(s): {name}.")
         self.name = name
 
 
@@ -44,14 +48,12 @@ class InventoryNotFound(LedgerError):
     """The provider has no inventory record of the class."""
 
     def __init__(self, provider_uuid: str, resource_class: str) -> None:
-        super().__init__(f"No inventory of class {resource_class} found.")
         self.provider_uuid = provider_uuid
         self.resource_class = resource_class
 
 
 class NoAllocations(LedgerError):
     def __init__(self, consumer_uuid: str) -> None:
-        super().__init__(f"No allocations for consumer '{consumer_uuid}'")
         self.consumer_uuid = consumer_uuid
 
 
@@ -59,21 +61,18 @@ class NoAllocations(LedgerError):
 
 class UnknownResourceClass(LedgerError):
     def __init__(self, name: str) -> None:
-        super().__init__(f"No such resource class {name}.")
         self.name = name
 
 
 class UnknownTraits(LedgerError):
     def __init__(self, names: Iterable[str]) -> None:
         self.names = sorted(names)
-        super().__init__(f"No such trait(s): {', '.join(self.names)}.")
 
 
 class UnknownProvider(LedgerError):
     """A provider an allocation names does not exist."""
 
     def __init__(self, uuid: str) -> None:
-        super().__init__(f"Allocation for resource provider '{uuid}' that does not exist.")
         self.uuid = uuid
 
 
@@ -81,128 +80,137 @@ class UnknownInventoryProvider(LedgerError):
     """A provider a reshape gives inventories to does not exist."""
 
     def __init__(self, uuid: str) -> None:
-        super().__init__(f"Resource provider {uuid} in inventories not found: "
-                         f"No resource provider with uuid {uuid} found")
         self.uuid = uuid
 
 
 # --- the data breaks a rule --------------------------------------------------
 
 class InvalidCapacity(LedgerError):
-    """An inventory record whose capacity is negative (or zero, before 1.26)."""
+    """An inventory record whose capacity is negative (or zero, before 1.26:
+    ``zero_allowed`` False)."""
 
     def __init__(self, provider_uuid: str, resource_class: str, zero_allowed: bool) -> None:
-        relation = "greater than" if zero_allowed else "greater than or equal to"
-        super().__init__(f"Invalid inventory for '{resource_class}' on resource provider "
-                         f"'{provider_uuid}'. The reserved value is {relation} total.")
         self.provider_uuid = provider_uuid
         self.resource_class = resource_class
+        self.zero_allowed = zero_allowed
 
 
 class CapacityOutOfRange(InvalidCapacity):
-    """An inventory record whose capacity is larger than the service can count."""
+    """An inventory record whose capacity, ``product``, is larger than the
+    service can count (``bound``)."""
 
     def __init__(self, provider_uuid: str, resource_class: str, product: float,
                  bound: int) -> None:
-        LedgerError.__init__(
-            self, f"Invalid inventory for '{resource_class}' on resource provider "
-            f"'{provider_uuid}'. Its capacity, (total - reserved) x allocation_ratio = "
-            f"{product:.6g}, is larger than {bound}, the most this service can count: "
-            "lower allocation_ratio.")
         self.provider_uuid = provider_uuid
         self.resource_class = resource_class
+        self.product = product
+        self.bound = bound
+
+
+# Why a new provider is refused: no name, its own parent, a parent that does not exist.
+NewProviderProblem = Literal["no_name", "own_parent", "no_parent"]
 
 
 class InvalidNewProvider(LedgerError):
     """A new provider without a name, or whose parent is itself or does not exist."""
 
-    def __init__(self, name: str, uuid: str, reason: str) -> None:
-        super().__init__(f'Unable to create resource provider "{name}", {uuid}: Object '
-                         f'action create failed because: {reason}')
+    def __init__(self, name: str, uuid: str, problem: NewProviderProblem) -> None:
+        self.name = name
         self.uuid = uuid
-        self.reason = reason
+        self.problem = problem
+
+
+# Why a provider's move is refused: the new parent does not exist, a move
+# (re-parenting, un-parenting) not allowed at this microversion, a loop.
+TreeProblem = Literal["no_parent", "reparent", "unparent", "loop"]
 
 
 class InvalidTreeChange(LedgerError):
     """A provider update that would break the tree rules."""
 
-    def __init__(self, uuid: str, reason: str, action: str = "update") -> None:
-        super().__init__(f"Unable to save resource provider {uuid}: Object action {action} "
-                         f"failed because: {reason}")
+    def __init__(self, uuid: str, problem: TreeProblem) -> None:
         self.uuid = uuid
-        self.reason = reason
+        self.problem = problem
 
 
 class StandardResourceClass(LedgerError):
-    """Standard classes can be neither renamed nor deleted."""
+    """Standard classes can be neither renamed (``action`` "update") nor deleted."""
 
-    def __init__(self, name: str, action: str) -> None:
-        suffix = "." if action == "delete" else ""
-        super().__init__(f"Cannot {action} standard resource class {name}{suffix}")
+    def __init__(self, name: str, action: Literal["update", "delete"]) -> None:
         self.name = name
+        self.action = action
 
 
 class StandardTrait(LedgerError):
     def __init__(self, name: str) -> None:
-        super().__init__(f"Cannot delete standard trait {name}.")
         self.name = name
 
 
 class InvalidAllocation(LedgerError):
-    """The amounts do not fit the providers' inventories."""
+    """The amounts do not fit the providers' inventories (one of the kinds below)."""
 
-    def __init__(self, detail: str) -> None:
-        super().__init__(f"Unable to allocate inventory: {detail}")
+
+class AllocationWithoutInventory(InvalidAllocation):
+    """Providers with no inventory of the classes asked of them."""
+
+    def __init__(self, resource_classes: list[str], provider_uuids: list[str]) -> None:
+        self.resource_classes = resource_classes
+        self.provider_uuids = provider_uuids
+
+
+class AllocationBreaksConstraints(InvalidAllocation):
+    """An amount outside the inventory's min_unit, max_unit or step_size."""
+
+    def __init__(self, resource_class: str, provider_uuid: str) -> None:
+        self.resource_class = resource_class
+        self.provider_uuid = provider_uuid
+
+
+class AllocationOverCapacity(InvalidAllocation):
+    """An amount that would take the provider over its capacity."""
+
+    def __init__(self, resource_class: str, provider_uuid: str) -> None:
+        self.resource_class = resource_class
+        self.provider_uuid = provider_uuid
 
 
 # --- the data conflicts with what is there ----------------------------------
 
 class DuplicateProvider(LedgerError):
-    def __init__(self, field: str, value: str) -> None:
-        super().__init__(f"Conflicting resource provider {field}: {value} already exists.")
+    def __init__(self, field: Literal["uuid", "name"], value: str) -> None:
         self.field = field
         self.value = value
 
 
 class ProviderHasChildren(LedgerError):
     def __init__(self, uuid: str) -> None:
-        super().__init__(f"Unable to delete parent resource provider {uuid}: It has child "
-                         "resource providers.")
         self.uuid = uuid
 
 
 class ProviderInUse(LedgerError):
     def __init__(self, uuid: str) -> None:
-        super().__init__(f"Unable to delete resource provider {uuid}: Resource provider has "
-                         "allocations.")
         self.uuid = uuid
 
 
 class InventoryInUse(LedgerError):
     def __init__(self, resource_classes: list[str], provider_uuid: str) -> None:
-        super().__init__(f"Inventory for '{', '.join(resource_classes)}' on resource provider "
-                         f"'{provider_uuid}' in use.")
         self.resource_classes = resource_classes
         self.provider_uuid = provider_uuid
 
 
 class InventoryExists(LedgerError):
     def __init__(self, resource_class: str, provider_uuid: str) -> None:
-        super().__init__(f"Update conflict: Inventory for '{resource_class}' on resource "
-                         f"provider '{provider_uuid}' already exists.")
         self.resource_class = resource_class
         self.provider_uuid = provider_uuid
 
 
 class ResourceClassExists(LedgerError):
     def __init__(self, name: str) -> None:
-        super().__init__(f"Resource class {name} already exists.")
         self.name = name
 
 
 class ResourceClassInUse(LedgerError):
     def __init__(self, name: str) -> None:
-        super().__init__(f"Cannot delete resource class {name}. Class is in use in inventory.")
         self.name = name
 
 
@@ -210,14 +218,11 @@ class ResourceClassIdsContended(LedgerError):
     """Every attempt to take the next custom class id lost to another writer."""
 
     def __init__(self, name: str) -> None:
-        super().__init__("Max retries of DB transaction exceeded attempting to create "
-                         f"resource class: {name}, please try again.")
         self.name = name
 
 
 class TraitInUse(LedgerError):
     def __init__(self, name: str) -> None:
-        super().__init__(f"The trait {name} is in use by a resource provider.")
         self.name = name
 
 
@@ -225,19 +230,16 @@ class ProviderGenerationConflict(LedgerError):
     """The generation the client sent is not the provider's."""
 
     def __init__(self, uuid: str, actual: int, given: int) -> None:
-        super().__init__(f"resource provider generation conflict for provider {uuid}: "
-                         f"actual: {actual}, given: {given}")
         self.uuid = uuid
         self.actual = actual
         self.given = given
 
 
 class ConsumerGenerationConflict(LedgerError):
-    """The consumer generation the client sent (1.28+) is not the consumer's."""
+    """The consumer generation the client sent (1.28+) is not the consumer's
+    (``actual`` None: the consumer does not exist)."""
 
     def __init__(self, uuid: str, actual: int | None, given: int | None) -> None:
-        expected = "null" if actual is None else actual
-        super().__init__(f"consumer generation conflict - expected {expected} but got {given}")
         self.uuid = uuid
         self.actual = actual
         self.given = given
@@ -249,12 +251,6 @@ class TooManyCandidates(LedgerError):
     """The answer would hold more allocation entries than one answer may."""
 
     def __init__(self, max_entries: int) -> None:
-        super().__init__(
-            f"This request matches more allocation candidates than one answer may hold "
-            f"(more than {max_entries} allocation entries, [allotment] "
-            f"candidates_max_entries). Pass limit=N, or narrow the request: "
-            f"group_policy=isolate, fewer or larger granular groups, required traits, "
-            f"member_of or in_tree.")
         self.max_entries = max_entries
 
 
@@ -262,11 +258,6 @@ class CandidatesTooSlow(LedgerError):
     """The search ran out of time."""
 
     def __init__(self, seconds: float) -> None:
-        super().__init__(
-            f"This request could not be answered within {seconds:g} seconds "
-            f"([allotment] candidates_time_limit). Pass limit=N, or narrow the request: "
-            f"group_policy=isolate, fewer granular groups, required traits, member_of "
-            f"or in_tree.")
         self.seconds = seconds
 
 
@@ -274,25 +265,51 @@ class CandidatesBusy(LedgerError):
     """Every large-search slot of the worker is taken."""
 
     def __init__(self, slots: int) -> None:
-        super().__init__(
-            f"This server is already answering as many large allocation candidates "
-            f"requests as it allows ({slots} per worker process, [allotment] "
-            f"candidates_large_slots). Retry later, or pass a smaller limit.")
         self.slots = slots
 
 
 class ClientGone(LedgerError):
     """The client closed its connection: nobody is waiting for the answer."""
 
-    def __init__(self) -> None:
-        super().__init__("The client closed the connection before the answer was ready.")
-
 
 # --- headroom's what-if (``candidates.headroom``) ---------------------------------
 
 class BadWhatIf(LedgerError):
     """``exclude_roots`` or ``add`` names what the cloud does not have (a provider,
-    a root, a resource class), or a capacity too large to count."""
+    a root, a resource class), or a capacity too large to count: one of the kinds
+    below."""
+
+
+class ExcludedRootNotFound(BadWhatIf):
+    """``exclude_roots`` names a provider that does not exist."""
+
+    def __init__(self, uuid: str) -> None:
+        self.uuid = uuid
+
+
+class ExcludedNotRoot(BadWhatIf):
+    """``exclude_roots`` names a provider that is not a root (``root_uuid`` is its root)."""
+
+    def __init__(self, uuid: str, root_uuid: str) -> None:
+        self.uuid = uuid
+        self.root_uuid = root_uuid
+
+
+class AddedClassNotFound(BadWhatIf):
+    """``add`` names a resource class that does not exist."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class AddedCapacityOutOfRange(BadWhatIf):
+    """``add``'s ``total`` x ``ratio`` of a class is more than ``bound``."""
+
+    def __init__(self, name: str, total: int, ratio: float, bound: int) -> None:
+        self.name = name
+        self.total = total
+        self.ratio = ratio
+        self.bound = bound
 
 
 # --- the retry loop ------------------------------------------------------------
@@ -307,7 +324,3 @@ class Race(Exception):
 
 class RetriesExhausted(LedgerError):
     """Still losing races after the configured number of retries."""
-
-    def __init__(self) -> None:
-        super().__init__("Another thread concurrently updated the resource provider data. "
-                         "Please retry your update")

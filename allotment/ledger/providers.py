@@ -132,17 +132,15 @@ def create(conn: sa.Connection, name: str, uuid: str | None,
     """
     uuid = normalize_uuid(uuid) if uuid else str(uuidlib.uuid4())
     if not name:
-        raise InvalidNewProvider(name, uuid, "name is required")
+        raise InvalidNewProvider(name, uuid, "no_name")
     parent = None
     if parent_uuid is not None:
         parent_uuid = normalize_uuid(parent_uuid)
         if parent_uuid == uuid:
-            raise InvalidNewProvider(name, uuid, "parent provider UUID cannot be same as UUID. "
-                                     "Please set parent provider UUID to None if there is "
-                                     "no parent.")
+            raise InvalidNewProvider(name, uuid, "own_parent")
         parent = get(conn, parent_uuid)
         if parent is None:
-            raise InvalidNewProvider(name, uuid, "parent provider UUID does not exist.")
+            raise InvalidNewProvider(name, uuid, "no_parent")
     _refuse_duplicates(conn, name=name, uuid=uuid)
     result = conn.execute(t.resource_providers.insert().values(
         uuid=uuid, name=name, generation=0, created_at=utcnow(),
@@ -182,20 +180,18 @@ def update(conn: sa.Connection, uuid: str, name: str, *, move: bool = False,
     if move and parent_uuid is not None:
         parent = get(conn, parent_uuid)
         if parent is None:
-            # Upstream names this "create" even here.
-            raise InvalidTreeChange(uuid, "parent provider UUID does not exist.", "create")
+            raise InvalidTreeChange(uuid, "no_parent")
         if (provider.parent_id is not None and provider.parent_id != parent.id
                 and not allow_reparenting):
-            raise InvalidTreeChange(uuid, "re-parenting a provider is not currently allowed.")
+            raise InvalidTreeChange(uuid, "reparent")
         if provider.parent_id != parent.id:
             if parent.id in subtree_ids(conn, provider.id):
-                raise InvalidTreeChange(
-                    uuid, "creating loop in the provider tree is not allowed.")
+                raise InvalidTreeChange(uuid, "loop")
             values["parent_provider_id"] = parent.id
             new_root_id = parent.root_id
     elif move and provider.parent_id is not None:
         if not allow_reparenting:
-            raise InvalidTreeChange(uuid, "un-parenting a provider is not currently allowed.")
+            raise InvalidTreeChange(uuid, "unparent")
         values["parent_provider_id"] = None
         new_root_id = provider.id
     if name != provider.name:

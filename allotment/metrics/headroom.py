@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from allotment import errors
+from allotment import errors, refusals
 from allotment.candidates import headroom
 from allotment.candidates.budget import Budget
 from allotment.candidates.model import ReadModel
@@ -114,7 +114,9 @@ class HeadroomGauges:
                 return headroom.answer(self.db, self.read_model, shape.request,
                                        budget=budget)
         except (LedgerError, SQLAlchemyError, DatabaseUnavailable) as exc:
-            LOG.warning("metrics: cannot count the headroom of %s: %s", shape.name, exc)
+            # A refusal in the words GET /headroom would answer it with.
+            reason = refusals.message(exc) if isinstance(exc, LedgerError) else exc
+            LOG.warning("metrics: cannot count the headroom of %s: %s", shape.name, reason)
             return None
 
 
