@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 from allotment.candidates import resolved, search
 from allotment.candidates.request import CandidateRequest
-from allotment.candidates.resolved import GroupIds, MatchRow
+from allotment.candidates.resolved import GroupIds, Match
 from allotment.candidates.search import Rules, Slot
 from allotment.candidates.sources import ModelSource
 
@@ -52,7 +52,7 @@ class _Matches:
         return [part for part, (i, _) in enumerate(self.parts) if i == index]
 
 
-def _sort_rows(groups: list[GroupIds], rows: list[MatchRow]) -> _Matches:
+def _sort_matches(groups: list[GroupIds], rows: list[Match]) -> _Matches:
     parts: list[tuple[int, int | None]] = []
     for index, group in enumerate(groups):
         parts += [(index, rc) for rc, _ in group.resources] or [(index, None)]
@@ -119,7 +119,7 @@ def plan(source: ModelSource, groups: list[GroupIds], request: CandidateRequest,
     unsuffixed = next((g for g in groups if not g.same_provider), None)
     unsuffixed_traits = sorted({trait for s in unsuffixed.required for trait in s}) \
         if unsuffixed else []
-    matches = _sort_rows(groups, source.match(groups, names.sharing_trait, roots,
+    matches = _sort_matches(groups, source.match(groups, names.sharing_trait, roots,
                                               unsuffixed_traits))
     for (index, rc), rps in zip(matches.parts, matches.by_part, strict=True):
         LOG.debug("group '%s' class %s: %d providers have room and pass the filters",

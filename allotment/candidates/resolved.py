@@ -177,7 +177,7 @@ class Roots:
 
 # --- what a source answers ----------------------------------------------------
 
-class MatchRow(NamedTuple):
+class Match(NamedTuple):
     """One provider that can serve one part of a request on its own."""
 
     part: int

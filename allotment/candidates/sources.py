@@ -2,8 +2,9 @@
 
 ``engine`` asks a ``ModelSource`` a handful of questions (names to ids and the
 cloud's layout, whether root_required or a member_of matches any provider,
-providers that serve one group alone, match rows per group and class,
-sharing anchors, tree shapes, summaries). ``ModelSource`` answers
+providers that serve one group alone, the providers that serve each part of a
+request (one class of one group), sharing anchors, tree shapes, summaries).
+``ModelSource`` answers
 them from a state: the worker's read model brought up to date at the start
 of the request, or (``[allotment] candidates_source = database``) one loaded
 from the tables for this request alone.
@@ -22,7 +23,7 @@ from allotment.candidates.resolved import (
     Anchor,
     GroupIds,
     Layout,
-    MatchRow,
+    Match,
     NameIds,
     ProviderSummary,
     Roots,
@@ -155,15 +156,15 @@ class ModelSource:
         found = self._singles(group, roots, limit, None)
         return self.summaries(roots=[p.id for p in found])
 
-    # --- match rows ------------------------------------------------------
+    # --- matches: who serves each part ------------------------------------------------------
 
     def match(self, groups: list[GroupIds], sharing_trait: int | None, roots: Roots,
-              unsuffixed_traits: list[int]) -> list[MatchRow]:
+              unsuffixed_traits: list[int]) -> list[Match]:
         """Providers part by part (a part: one class of one group, or a resourceless
         group), in provider id order: those with room that pass the group's rules
         (``rules.group_rules``) at home or as a sharing provider of other trees."""
         canonical = canonical_parts(groups)
-        rows: list[MatchRow] = []
+        rows: list[Match] = []
         part = 0
         for group in groups:
             group_rules = rules.group_rules(group, self.state, sharing_trait, roots)
@@ -181,7 +182,7 @@ class ModelSource:
         return rows
 
     def _resourceless_rows(self, part: int, group_rules: rules.GroupRules,
-                           rows: list[MatchRow]) -> None:
+                           rows: list[Match]) -> None:
         """A resourceless group's part: every provider that passes its rules."""
         state = self.state
         for rp in sorted(state.providers):
@@ -190,11 +191,11 @@ class ModelSource:
                 home = group_rules.serves_home(p)
                 shares = group_rules.serves_others(p)
                 if home or shares:
-                    rows.append(MatchRow(part, rp, p.root, None, 0, 0, home, shares))
+                    rows.append(Match(part, rp, p.root, None, 0, 0, home, shares))
 
     def _class_rows(self, part: int, group: GroupIds, rc: int, amount: int,
                     group_rules: rules.GroupRules, unsuffixed_traits: list[int],
-                    rows: list[MatchRow]) -> None:
+                    rows: list[Match]) -> None:
         """One (group, class) part: the holders of ``rc`` with room for ``amount``
         that pass the group's rules, in id order (the hot loop of a search)."""
         state = self.state
@@ -215,7 +216,7 @@ class ModelSource:
                 for i, trait in enumerate(unsuffixed_traits):
                     if trait in p.traits:
                         traits |= 1 << i
-            rows.append(MatchRow(part, rp, p.root, rc, p.inventories[rc].room, traits,
+            rows.append(Match(part, rp, p.root, rc, p.inventories[rc].room, traits,
                                  home, shares))
 
     # --- sharing, trees, summaries -----------------------------------------
