@@ -66,6 +66,11 @@ class ConnectionLimits:
                    connection_limit=opts.connection_limit)
 
 
+# Seconds between a worker's heartbeats; gunicorn's master stops a worker
+# silent for its ``timeout`` (30 s, set below).
+HEARTBEAT_INTERVAL = 1.0
+
+
 class WaitressWorker(Worker):
     """A gunicorn worker process that serves its listeners with waitress."""
 
@@ -74,12 +79,20 @@ class WaitressWorker(Worker):
         io = WorkerIO(self.wsgi, [listener.sock for listener in self.sockets], limits,
                       threads=self.cfg.threads, backlog=self.cfg.backlog)
         parent = os.getppid()
+        noticed = float("-inf")
         while self.alive:
-            self.notify()
+            # The heartbeat gunicorn's master reads (a file's time set, a system
+            # call) once a second, not once per pass: a busy worker's loop
+            # passes several times per request.
+            now = time.monotonic()
+            if now - noticed >= HEARTBEAT_INTERVAL:
+                self.notify()
+                noticed = now
+                if os.getppid() != parent:
+                    LOG.warning("gunicorn master %s is gone; worker %s stops", parent,
+                                self.pid)
+                    break
             io.poll(1.0)
-            if os.getppid() != parent:
-                LOG.warning("gunicorn master %s is gone; worker %s stops", parent, self.pid)
-                break
         self._stop(io)
 
     def _stop(self, io: WorkerIO) -> None:
