@@ -114,6 +114,7 @@ def _find(source: ModelSource, request: CandidateRequest, settings: Settings,
     prepared = prepare(source, request, budget)
     class_names = prepared.class_names
     if trace is not None:
+        trace.source = source
         trace.names, trace.possible = prepared.names, prepared.possible
         trace.groups = prepared.groups or [resolved.group_ids(group, prepared.names)
                                            for group in request.groups]

@@ -256,6 +256,8 @@ class _Steps:
     def __init__(self, ctx: _Context) -> None:
         self.ctx = ctx
         self.rows: list[dict[str, Any]] = []
+        # The engine's source, whose answers the search has already asked for.
+        self.source = ctx.trace.source or ModelSource(ctx.state)
 
     def step(self, suffix: str, name: str, providers: Iterable[int], detail: str) -> set[int]:
         kept = set(providers)
@@ -275,10 +277,8 @@ class _Steps:
             holders = ctx.state.sorted_holders(rc)
             self.step(suffix, f"inventory:{rc_name}", holders,
                       f"found {{n}} providers with {rc_name} inventory")
-            fits = rules.Fits(rc, amount)
             with_room.append(self.step(
-                suffix, f"resources:{rc_name}",
-                (rp for rp in holders if fits.passes(providers[rp])),
+                suffix, f"resources:{rc_name}", self.source.with_room(rc, amount),
                 f"found {{n}} providers with available {amount} {rc_name}"))
         if not with_room:
             pool = self.step(suffix, "providers", providers, "{n} providers in all")
@@ -411,14 +411,8 @@ def explain(state: State, request: CandidateRequest, result: Result, trace: Trac
         reasons = [] if root in viable and root not in trace.shortfalls \
             else _excluded(ctx, root)
         if not reasons:
-            name, uuid = words.name(root), words.uuid(root)
-            if cut and root in viable and root not in trace.shortfalls:
-                reasons = [Reason(WHOLE_REQUEST, "limit", f"{name} qualifies, but the answer "
-                                  f"stops at {cut[0]} candidates", uuid)]
-            else:
-                reasons = [Reason(WHOLE_REQUEST, "combination", f"each group has providers "
-                                  f"in {name}, but no combination of them serves all groups "
-                                  "together", uuid)]
+            reasons = [_unexplained(words, root, cut if root in viable
+                                    and root not in trace.shortfalls else [])]
         for key in {reason.key() for reason in reasons}:
             counts[key] = counts.get(key, 0) + 1
         if len(sample) < sample_limit:
@@ -434,6 +428,18 @@ def explain(state: State, request: CandidateRequest, result: Result, trace: Trac
     LOG.debug("explain: %d trees, %d qualified, %d excluded", explanation.total, qualified,
               explanation.total - qualified)
     return explanation
+
+
+def _unexplained(words: Words, root: int, cut: list[str]) -> Reason:
+    """A tree out of the answer that no rule in the trace explains: the answer
+    was cut before it (``cut``: by what), or no combination serves."""
+    if cut:
+        return Reason(WHOLE_REQUEST, "limit", lambda: f"{words.name(root)} qualifies, but "
+                      f"the answer stops at {cut[0]} candidates", words.uuid(root),
+                      decided_by="limit")
+    return Reason(WHOLE_REQUEST, "combination", lambda: f"each group has providers in "
+                  f"{words.name(root)}, but no combination of them serves all groups "
+                  "together", words.uuid(root), decided_by="combination")
 
 
 def _offered(laid_out: Plan, root: int, sharing_only: list[set[int]]) -> bool:

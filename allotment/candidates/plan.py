@@ -155,7 +155,7 @@ def single_plan(source: ModelSource, group: GroupIds, roots: resolved.Roots) -> 
     group alone (the single path's own filter, without a limit), as the one
     option of its tree for every slot. (On that layout each tree is one
     provider, and one that serves every slot yields a candidate.)"""
-    passing = [rp for rp, _ in source.single_providers(group, roots, None, None)]
+    passing = source.every_single(group, roots)
     alone = _Alone(passing)
     if group.same_provider:
         slots = [Slot(group.suffix, group.resources, (), True)]

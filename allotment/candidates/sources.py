@@ -39,6 +39,19 @@ class ModelSource:
 
     def __init__(self, state: State) -> None:
         self.state = state
+        self._with_room: dict[tuple[int, int], set[int]] = {}
+
+    def with_room(self, rc: int, amount: int) -> set[int]:
+        """The providers with room for ``amount`` of ``rc`` (``Fits``, a pass over
+        its holders with ``Fits.times_each``), asked once per source."""
+        found = self._with_room.get((rc, amount))
+        if found is None:
+            holders = self.state.sorted_holders(rc)
+            counts = rules.Fits(rc, amount).times_each(
+                [self.state.providers[rp] for rp in holders])
+            found = self._with_room[(rc, amount)] = {
+                rp for rp, count in zip(holders, counts, strict=True) if count}
+        return found
 
     # --- names and layout ------------------------------------------------
 
@@ -136,6 +149,17 @@ class ModelSource:
                     if limit is not None and len(found) >= limit:
                         break
         return found
+
+    def every_single(self, group: GroupIds, roots: Roots) -> list[int]:
+        """Every provider that serves the group alone, in id order: ``_singles``
+        without a limit, by sets (``with_room``)."""
+        state = self.state
+        pool = self._filtered(group)
+        for rc, amount in group.resources:
+            pool &= self.with_room(rc, amount)
+        root_ok = self._root_ok(roots)
+        found = sorted(pool)
+        return found if root_ok is None else [rp for rp in found if root_ok(state.providers[rp])]
 
     def single_holders(self, group: GroupIds, roots: Roots) -> list[Provider]:
         """The providers that hold every class of the group and pass all its rules

@@ -16,10 +16,13 @@ from allotment.candidates.plan import Plan
 from allotment.candidates.resolved import GroupIds, NameIds
 from allotment.candidates.rules import GroupRules
 from allotment.candidates.search import Shortfall
+from allotment.candidates.sources import ModelSource
 
 
 @dataclass
 class Trace:
+    # The source the search asked (its answers, such as ``with_room``, kept).
+    source: ModelSource | None = None
     names: NameIds | None = None
     groups: list[GroupIds] = field(default_factory=list)
     # False: some group can match nothing (or upstream stops before an
