@@ -47,16 +47,13 @@ from allotment.candidates.budget import Budget
 from allotment.candidates.engine import Result, SearchObserver
 from allotment.candidates.model import Provider, ReadModel, State, state_for_request
 from allotment.candidates.plan import Plan
-from allotment.candidates.reasons import FILTERS, WHOLE_REQUEST, Reason, Words
+from allotment.candidates.reasons import WHOLE_REQUEST, Reason, Words
 from allotment.candidates.request import CandidateRequest, RequestGroup, Settings
 from allotment.candidates.resolved import GroupIds, unknown_classes, unknown_traits
 from allotment.candidates.search import Shortfall
 from allotment.candidates.sources import ModelSource
 from allotment.candidates.trace import Trace
 from allotment.db.engine import Database
-
-__all__ = ["FILTERS", "WHOLE_REQUEST", "Explanation", "Reason", "answer_and_explain",
-           "explain"]
 
 LOG = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ traits from several providers, ``group_policy=isolate``, ``same_subtree``, one
 provider per tree before 1.29) are in ``search.Rules``; the capacity rule
 itself is ``ledger.capacity.fits``, which the claim uses too.
 
-The filter names are those explain reports (``explain.FILTERS``).
+The filter names are those explain reports (``reasons.FILTERS``).
 """
 
 from __future__ import annotations
