@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Iterable
 
 import sqlalchemy as sa
@@ -107,6 +108,10 @@ class DatabaseCheck(HealthcheckBaseExtension):
                                        max_overflow=0, pool_timeout=PROBE_TIMEOUT,
                                        sqlite_synchronous=db_conf.sqlite_synchronous)
                 self._database = Database(engine)
+                # The probe's pooled connection is closed when the check goes
+                # (an application discarded, as tests and reloads do): a
+                # dropped engine left it to the garbage collector, unclosed.
+                weakref.finalize(self, self._database.dispose)
             return self._database
 
     def healthcheck(self, server_port: int) -> HealthcheckResult:

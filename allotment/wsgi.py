@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -116,7 +117,12 @@ WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 def make_app(conf: cfg.ConfigOpts, db: Database | None = None,
              prepare: bool = True) -> WSGIApp:
-    """The full WSGI stack for ``conf`` (outermost middleware last in the list)."""
+    """The full WSGI stack for ``conf`` (outermost middleware last in the list).
+
+    A ``db`` given is the caller's to dispose; one made here from ``conf`` is
+    the application's, disposed (its pooled connections closed) when it goes.
+    """
+    own_db = db is None
     db = db or database_from_conf(conf)
     if prepare:
         prepare_database(db, conf)
@@ -136,6 +142,10 @@ def make_app(conf: cfg.ConfigOpts, db: Database | None = None,
     # One line per request; probes and scrapes at DEBUG while they succeed.
     app = requestlog.RequestLog(app, probes=[health.PATH, "/metrics"])
     app = auth.RequestIdMiddleware(app)
+    if own_db:
+        # Not left to the garbage collector: a dropped engine's pooled
+        # connections were never closed (psycopg warns of each).
+        weakref.finalize(app, db.dispose)
     return app
 
 

@@ -30,7 +30,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -193,6 +193,7 @@ class Load:
         self.created: set[str] = set()
         self.refused: set[str] = set()
         self._stop = threading.Event()
+        self._answered = threading.Condition()
         self._threads = [threading.Thread(target=self._read, daemon=True) for _ in range(2)]
         self._threads.append(threading.Thread(target=self._write, daemon=True))
 
@@ -206,9 +207,22 @@ class Load:
         for thread in self._threads:
             thread.join(timeout=30)
 
+    def wait_until(self, condition: Callable[[], bool], within: float = 10) -> None:
+        """Until ``condition`` holds of what the load has seen (checked at each answer)."""
+        with self._answered:
+            assert self._answered.wait_for(condition, timeout=within), (
+                self.statuses, self.created)
+
+    def _note(self, status: int, name: str | None = None) -> None:
+        with self._answered:
+            self.statuses.append(status)
+            if name is not None:
+                (self.created if status == 200 else self.refused).add(name)
+            self._answered.notify_all()
+
     def _read(self) -> None:
         while not self._stop.is_set():
-            self.statuses.append(call(self.url, "GET", "/resource_providers")[0])
+            self._note(call(self.url, "GET", "/resource_providers")[0])
             time.sleep(0.005)
 
     def _write(self) -> None:
@@ -216,9 +230,7 @@ class Load:
         while not self._stop.is_set():
             number += 1
             name = f"load-{number}"
-            status = call(self.url, "POST", "/resource_providers", {"name": name})[0]
-            self.statuses.append(status)
-            (self.created if status == 200 else self.refused).add(name)
+            self._note(call(self.url, "POST", "/resource_providers", {"name": name})[0], name)
             time.sleep(0.005)
 
 
@@ -245,7 +257,8 @@ def test_requests_get_503_while_the_database_restarts_then_normal_answers(
         assert isinstance(created, dict)
         before = created["uuid"]
         with Load(server.url) as load:
-            time.sleep(0.3)
+            # Under way before the outage: reads and a write answered.
+            load.wait_until(lambda: bool(load.created) and load.statuses.count(200) >= 3)
             running.stop()
             during = [
                 call(server.url, "GET", "/resource_providers"),
@@ -266,7 +279,9 @@ def test_requests_get_503_while_the_database_restarts_then_normal_answers(
                 assert time.monotonic() - accepting < 1.0, "not answering 1 s after restart"
                 time.sleep(0.02)
             recovered = time.monotonic() - accepting
-            time.sleep(0.3)
+            # And after it: a write of the load's answered again.
+            created = len(load.created)
+            load.wait_until(lambda: len(load.created) > created)
         assert recovered < 1.0
         # Every pooled connection of every worker was dead; all are replaced.
         after = [call(server.url, "GET", "/resource_providers")[0] for _ in range(20)]
