@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from oslo_config import cfg
@@ -283,11 +283,6 @@ def mirrored_routes() -> dict[tuple[str, str], str]:
 POLICY_RECHECK_SECONDS = 1.0
 
 
-def _now() -> float:
-    """The clock the recheck interval is counted on (tests move it)."""
-    return time.monotonic()
-
-
 # Checks whose answer depends on nothing but the rules, the credentials and
 # the target (exact types: an extension's subclass may look elsewhere).
 # ``http:`` checks ask another server, so rules using one are never cached.
@@ -311,6 +306,7 @@ class _RecheckingEnforcer(oslo_policy.Enforcer):
     """oslo.policy's enforcer, looking for policy file changes at most once per
     ``POLICY_RECHECK_SECONDS`` instead of on every check.
 
+    ``clock`` is what the interval is counted on (default ``time.monotonic``).
     ``epoch`` grows each time it looks, and ``pure`` says whether every rule
     then loaded answers from the rules, credentials and target alone.
     """
@@ -319,8 +315,13 @@ class _RecheckingEnforcer(oslo_policy.Enforcer):
     epoch = 0
     pure = False
 
+    def __init__(self, conf: cfg.ConfigOpts,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        super().__init__(conf)
+
     def load_rules(self, force_reload: bool = False) -> None:
-        now = _now()
+        now = self.clock()
         if (not force_reload and self._checked_at is not None
                 and now - self._checked_at < POLICY_RECHECK_SECONDS):
             return
@@ -345,10 +346,15 @@ _MAX_REMEMBERED = 4096
 
 
 class Policy:
-    """The application's enforcer (never a global): defaults plus the operator's file."""
+    """The application's enforcer (never a global): defaults plus the operator's file.
 
-    def __init__(self, conf: cfg.ConfigOpts) -> None:
-        self.enforcer = _RecheckingEnforcer(conf)
+    ``clock`` is what the file's recheck interval (``POLICY_RECHECK_SECONDS``)
+    is counted on (default ``time.monotonic``).
+    """
+
+    def __init__(self, conf: cfg.ConfigOpts,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.enforcer = _RecheckingEnforcer(conf, clock)
         # The answers given since the rules were last looked at, by rule,
         # credentials and target: oslo.policy inspects every check's signature
         # on every call, a fifth of the CPU of a small read (issue 40).

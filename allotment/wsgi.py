@@ -116,17 +116,18 @@ WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
 def make_app(conf: cfg.ConfigOpts, db: Database | None = None,
-             prepare: bool = True) -> WSGIApp:
+             prepare: bool = True, policy: Policy | None = None) -> WSGIApp:
     """The full WSGI stack for ``conf`` (outermost middleware last in the list).
 
-    A ``db`` given is the caller's to dispose; one made here from ``conf`` is
-    the application's, disposed (its pooled connections closed) when it goes.
+    ``db`` and ``policy`` default to the ones ``conf`` describes. A ``db`` given
+    is the caller's to dispose; one made here from ``conf`` is the
+    application's, disposed (its pooled connections closed) when it goes.
     """
     own_db = db is None
     db = db or database_from_conf(conf)
     if prepare:
         prepare_database(db, conf)
-    services = Services(conf=conf, db=db, policy=Policy(conf))
+    services = Services(conf=conf, db=db, policy=Policy(conf) if policy is None else policy)
     app: WSGIApp = build_falcon_app(services)
     app = requestlog.IdentityLogContext(app)  # user and project into log lines
     app = auth.IdentityMiddleware(app)

@@ -221,7 +221,7 @@ def test_bounded_product_stops_counting_past_the_cap() -> None:
     assert bounded_product([], 5) == 1
 
 
-def test_large_answers_give_their_memory_back(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_large_answers_give_their_memory_back() -> None:
     trims: list[int] = []
     done = threading.Event()
 
@@ -230,14 +230,23 @@ def test_large_answers_give_their_memory_back(monkeypatch: pytest.MonkeyPatch) -
         done.set()
         return 1
 
-    monkeypatch.setattr(memory, "_looked_up", True)
-    monkeypatch.setattr(memory, "_malloc_trim", trim)
-    monkeypatch.setattr(memory, "TRIM_DELAY", 0.01)
-    small = Budget(Limits())
+    trimmer = memory.Trimmer(trim=trim, delay=0.01)
+    small = Budget(Limits(), trimmer=trimmer)
     small.spend(100)
     small.close()
-    large = Budget(Limits())
+    large = Budget(Limits(), trimmer=trimmer)
     large.spend(budget_module.TRIM_AFTER_ENTRIES + 1)
     large.close()
     assert done.wait(5)
     assert trims == [0]
+
+
+def test_the_clock_is_looked_at_every_so_many_steps() -> None:
+    now = [0.0]
+    budget = Budget(Limits(time_limit=1.0), Slots(1), clock=lambda: now[0],
+                    steps_between_checks=3)
+    now[0] = 2.0
+    budget.step()
+    budget.step()  # not looked at yet
+    with pytest.raises(errors.CandidatesTooSlow):
+        budget.step()

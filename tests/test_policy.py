@@ -336,14 +336,17 @@ def conf_from_ini(tmp_path, database_url: str, ini: str = ""):
 
 
 def policy_app(database, tmp_path, mode: str = "secure",
-               policy_yaml: str = "{}\n", extra_ini: str = ""):
+               policy_yaml: str = "{}\n", extra_ini: str = "", clock=None):
+    """The app with ``policy_yaml`` as its policy file (``clock``: what the
+    policy's recheck interval is counted on, the real one when None)."""
     policy_file = tmp_path / "policy.yaml"
     policy_file.write_text(policy_yaml)
     conf = conf_from_ini(tmp_path, database.url, (
         "[oslo_policy]\n"
         f"enforce_new_defaults = {mode == 'secure'}\n"
         f"policy_file = {policy_file}\n{extra_ini}"))
-    return make_app(conf, db=database.db, prepare=False)
+    policy = None if clock is None else Policy(conf, clock=clock)
+    return make_app(conf, db=database.db, prepare=False, policy=policy)
 
 
 def as_persona(app, persona: str) -> PlacementClient:
@@ -485,14 +488,13 @@ def test_policy_file_may_use_any_credential(sqlite_database, tmp_path):
         assert bob.get("/traits").status == 403
 
 
-def test_policy_file_change_is_picked_up(sqlite_database, tmp_path, monkeypatch):
+def test_policy_file_change_is_picked_up(sqlite_database, tmp_path):
     import os
 
     from allotment import policy
 
     clock = [1000.0]
-    monkeypatch.setattr(policy, "_now", lambda: clock[0])
-    app = policy_app(sqlite_database, tmp_path)
+    app = policy_app(sqlite_database, tmp_path, clock=lambda: clock[0])
     reader = as_persona(app, "project_reader")
     assert reader.get("/resource_providers").status == 403
     policy_file = tmp_path / "policy.yaml"

@@ -94,19 +94,33 @@ class Slots:
 
 
 class Budget:
-    """One search's allowance; ``close`` (or ``with``) gives back its slot."""
+    """One search's allowance; ``close`` (or ``with``) gives back its slot.
+
+    ``clock`` is what the time limit is counted on; ``steps_between_checks``
+    how many search steps pass between two looks at the clock and the client
+    (default ``_STEPS_BETWEEN_CHECKS``); ``trimmer`` gives a large answer's
+    memory back once the search is closed (default the process's).
+    """
 
     def __init__(self, limits: Limits, slots: Slots | None = None,
                  client_gone: Callable[[], bool] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 steps_between_checks: int | None = None,
+                 trimmer: memory.Trimmer | None = None) -> None:
         self.limits = limits
         self.slots = slots
         self.client_gone = client_gone
         self.clock = clock
+        # Read here, not bound as the argument's default: the app's budgets are
+        # built from the configuration without one, and count the module's
+        # value at the time.
+        self.steps_between_checks = (_STEPS_BETWEEN_CHECKS if steps_between_checks is None
+                                     else steps_between_checks)
+        self.trimmer = memory.PROCESS if trimmer is None else trimmer
         self.started = clock()
         self.entries = 0
         self.holding = False
-        self._countdown = _STEPS_BETWEEN_CHECKS
+        self._countdown = self.steps_between_checks
 
     @classmethod
     def unlimited(cls) -> Budget:
@@ -125,7 +139,7 @@ class Budget:
             self.holding = False
             self.slots.give_back()
         if self.entries > TRIM_AFTER_ENTRIES:
-            memory.release_freed_soon()
+            self.trimmer.release_freed_soon()
 
     # --- the three questions the engine asks ---------------------------------
 
@@ -143,7 +157,7 @@ class Budget:
         """One unit of search work done (called very often: keep it cheap)."""
         self._countdown -= 1
         if self._countdown <= 0:
-            self._countdown = _STEPS_BETWEEN_CHECKS
+            self._countdown = self.steps_between_checks
             self.check()
 
     def spend(self, entries: int) -> None:
