@@ -133,9 +133,9 @@ _SHARING = providers.ProviderQuery(
 CASES: dict[str, Callable[[sa.Connection], object]] = {
     # What every nova-compute polls.
     "provider": lambda c: providers.require(c, RP_UUID),
-    "provider allocations": lambda c: allocations.for_provider(c, PROVIDER),
-    "provider traits": lambda c: traits.provider_traits(c, PROVIDER),
-    "provider aggregates": lambda c: aggregates.provider_aggregates(c, PROVIDER),
+    "provider allocations": lambda c: allocations.of_provider(c, RP_UUID),
+    "provider traits": lambda c: traits.traits_of_provider(c, RP_UUID),
+    "provider aggregates": lambda c: aggregates.aggregates_of_provider(c, RP_UUID),
     "sharing providers": lambda c: providers.list_providers(c, _SHARING),
     # The other reads of one provider or consumer.
     "consumer allocations": lambda c: allocations.for_consumer(c, CONSUMER),

@@ -88,6 +88,17 @@ def normalize_uuid(value: str) -> str:
 _BY_UUID = _select().where(_rp.c.uuid == sa.bindparam("uuid"))
 
 
+# The provider a read of one provider's traits, aggregates or allocations
+# starts from, and what makes it a provider (as ``_BY_UUID``): reading it in
+# the same statement as what it has saves the round trip of ``require``.
+PROVIDER_BY_UUID = t.resource_providers.alias("provider")
+
+
+def by_uuid_conditions(rp: Any) -> tuple[sa.ColumnElement[bool], ...]:
+    """``rp``'s row of the provider with the uuid bound as ``uuid``."""
+    return (rp.c.uuid == sa.bindparam("uuid"), rp.c.root_provider_id.is_not(None))
+
+
 def get(conn: sa.Connection, uuid: str) -> Provider | None:
     row = conn.execute(_BY_UUID, {"uuid": uuid}).first()
     return _to_provider(row) if row else None
