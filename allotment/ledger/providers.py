@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from allotment.db import tables as t
 from allotment.ledger import capacity
@@ -368,6 +369,7 @@ def _shaped(dialect: str, q: ProviderQuery
 
 
 _PROBES = 200
+_NAMES = postgresql.ARRAY(sa.String)
 
 
 def _build_shape(dialect: str, by_name: bool, by_uuid: bool, in_tree: bool,
@@ -378,9 +380,10 @@ def _build_shape(dialect: str, by_name: bool, by_uuid: bool, in_tree: bool,
     looked up where it is used.
 
     On PostgreSQL a set of ids looked up is ``= ANY(ARRAY(...))``, read once
-    before the rest; elsewhere ``IN (...)``. Aggregates are looked up as one
-    equality per uuid (as ``common.aggregate_ids`` does) so that each is a
-    probe of the unique index. With traits, a second arm adds one row (its
+    before the rest, and trait names come as an array; elsewhere ``IN
+    (...)``. Aggregates are looked up as one equality per uuid (as
+    ``common.aggregate_ids`` does) so that each is a probe of the unique
+    index. With traits, a second arm adds one row (its
     id NULL) that counts the trait names that exist: the check that no
     name is unknown, made without a statement of its own.
     """
@@ -393,9 +396,14 @@ def _build_shape(dialect: str, by_name: bool, by_uuid: bool, in_tree: bool,
             return column == sa.any_(sa.func.array(ids.scalar_subquery()))
         return column.in_(ids)
 
+    def names_in(param: str) -> sa.ColumnElement[bool]:
+        # An array parameter on PostgreSQL: no IN list rendered per execution.
+        if pg:
+            return trait.c.name == sa.any_(sa.bindparam(param, type_=_NAMES))
+        return trait.c.name.in_(sa.bindparam(param, expanding=True))
+
     def trait_ids_of(param: str) -> sa.Select:
-        return sa.select(trait.c.id).where(
-            trait.c.name.in_(sa.bindparam(param, expanding=True)))
+        return sa.select(trait.c.id).where(names_in(param))
 
     def agg_ids_of(params: list[str]) -> sa.Select:
         arms = [sa.select(agg.c.id).where(agg.c.uuid == sa.bindparam(p)) for p in params]
@@ -432,7 +440,7 @@ def _build_shape(dialect: str, by_name: bool, by_uuid: bool, in_tree: bool,
     sel = sel.add_columns(sa.null().label("known_traits"))
     count = sa.select(*(sa.null().label(c.name) for c in sel.selected_columns[:-1]),
                       sa.func.count().label("known_traits")).select_from(trait).where(
-        trait.c.name.in_(sa.bindparam("trait_names", expanding=True)))
+        names_in("trait_names"))
     union: sa.CompoundSelect = sa.union_all(sel, count)
     return union.order_by(union.selected_columns.id)
 
