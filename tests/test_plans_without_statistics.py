@@ -129,14 +129,24 @@ _DECADE = 10 * 365 * 86400.0
 _SHARING = providers.ProviderQuery(
     member_of=AggregateFilter(required=[{uuid_of("aggregate", a) for a in range(1, 5)}]),
     required=TraitFilter(required=[{SHARING_TRAIT}]))
+# Every filter of a provider list at once but resources: the shapes with
+# forbidden traits and aggregates, several groups of each.
+_FORBIDDING = providers.ProviderQuery(
+    member_of=AggregateFilter(required=[{uuid_of("aggregate", a) for a in range(1, 5)},
+                                        {uuid_of("aggregate", 3)}],
+                              forbidden={uuid_of("aggregate", 7)}),
+    required=TraitFilter(required=[{SHARING_TRAIT}, {"COMPUTE_NET_VIF_MODEL_VIRTIO",
+                                                     "HW_CPU_X86_AVX2"}],
+                         forbidden={"HW_CPU_X86_SSE2", "HW_CPU_X86_SSE"}))
 
 CASES: dict[str, Callable[[sa.Connection], object]] = {
     # What every nova-compute polls.
     "provider": lambda c: providers.require(c, RP_UUID),
-    "provider allocations": lambda c: allocations.for_provider(c, PROVIDER),
-    "provider traits": lambda c: traits.provider_traits(c, PROVIDER),
-    "provider aggregates": lambda c: aggregates.provider_aggregates(c, PROVIDER),
+    "provider allocations": lambda c: allocations.of_provider(c, RP_UUID),
+    "provider traits": lambda c: traits.traits_of_provider(c, RP_UUID),
+    "provider aggregates": lambda c: aggregates.aggregates_of_provider(c, RP_UUID),
     "sharing providers": lambda c: providers.list_providers(c, _SHARING),
+    "sharing providers, some forbidden": lambda c: providers.list_providers(c, _FORBIDDING),
     # The other reads of one provider or consumer.
     "consumer allocations": lambda c: allocations.for_consumer(c, CONSUMER),
     "provider usages": lambda c: usages.for_provider(c, PROVIDER),

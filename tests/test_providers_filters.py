@@ -153,6 +153,33 @@ def test_required(client, forest):
         refused(client, query, version, phrase)
 
 
+# Which check answers first when several names are unknown: a tree that
+# does not exist (nothing), then a trait that does not exist (400), then an
+# aggregate that does not exist (nothing), then a resource class (400);
+# whether the names are looked up before the providers or after.
+CHECK_ORDER = [
+    (f"?in_tree={UNKNOWN}&required=CUSTOM_NOPE", None),
+    (f"?in_tree={UNKNOWN}&required=!CUSTOM_NOPE", None),
+    ("?in_tree={r1}&required=CUSTOM_NOPE", "No such trait(s): CUSTOM_NOPE."),
+    ("?in_tree={r1}&required=!CUSTOM_NOPE", "No such trait(s): CUSTOM_NOPE."),
+    (f"?member_of={UNKNOWN}&required=CUSTOM_NOPE", "No such trait(s): CUSTOM_NOPE."),
+    (f"?member_of={A1}&required=CUSTOM_A,!CUSTOM_NOPE", "No such trait(s): CUSTOM_NOPE."),
+    (f"?member_of={UNKNOWN}&resources=CUSTOM_NOPE:1", None),
+    (f"?member_of={A1}&resources=CUSTOM_NOPE:1", "CUSTOM_NOPE"),
+    (f"?member_of={UNKNOWN}&required=CUSTOM_NOPE&resources=CUSTOM_NOPE:1",
+     "No such trait(s): CUSTOM_NOPE."),
+]
+
+
+def test_order_of_checks(client, forest):
+    for query, phrase in CHECK_ORDER:
+        query = query.format(**forest)
+        if phrase is None:
+            assert names(client, query, "1.39") == [], query
+        else:
+            refused(client, query, "1.39", phrase)
+
+
 def make_capacities(client: PlacementClient) -> None:
     """Providers "a" and "b" whose free capacity the resources filter must compute.
 

@@ -16,7 +16,7 @@ from allotment.http import render
 from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.operations import UUID_PARAM, WRITE_REFUSALS, Operation, ok
-from allotment.ledger import aggregates, providers
+from allotment.ledger import aggregates
 from allotment.schemas import aggregates as schemas
 from allotment.schemas import responses as r
 
@@ -50,9 +50,8 @@ class ProviderAggregates(Resource):
 
     def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         with self.db.read() as conn:
-            provider = providers.require(conn, uuid)
-            uuids = aggregates.provider_aggregates(conn, provider.id)
-        _send(req, resp, provider.generation, uuids)
+            generation, uuids = aggregates.aggregates_of_provider(conn, uuid)
+        _send(req, resp, generation, uuids)
 
     def on_put(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         with_generation = req.context.version.has("aggregates_generation")

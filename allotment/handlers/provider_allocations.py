@@ -12,7 +12,7 @@ from allotment.http import render
 from allotment.http.context import Request
 from allotment.http.errors import explain
 from allotment.http.operations import UUID_PARAM, Operation, ok
-from allotment.ledger import allocations, providers
+from allotment.ledger import allocations
 from allotment.schemas import responses as r
 
 
@@ -26,8 +26,7 @@ class ProviderAllocations(Resource):
     def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         with explain(refusals.PROVIDER_ALLOCATIONS, uuid=uuid), \
                 self.db.read() as conn:
-            provider = providers.require(conn, uuid)
-            held = allocations.for_provider(conn, provider.id)
+            generation, held = allocations.of_provider(conn, uuid)
         show_generation = req.context.version.has("consumer_generation")
         by_consumer: dict[str, dict] = {}
         for item in held:
@@ -36,6 +35,6 @@ class ProviderAllocations(Resource):
             if show_generation:
                 entry["consumer_generation"] = item.consumer_generation
         body = {"allocations": by_consumer,
-                "resource_provider_generation": provider.generation}
+                "resource_provider_generation": generation}
         render.json_response(req, resp, body,
                              last_modified=render.newest(h.changed_at for h in held))

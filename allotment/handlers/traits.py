@@ -21,7 +21,7 @@ from allotment.http.operations import (
     ok,
 )
 from allotment.http.request import query, validate, validate_query
-from allotment.ledger import providers, traits
+from allotment.ledger import traits
 from allotment.schemas import responses as r
 from allotment.schemas import traits as schemas
 
@@ -143,9 +143,8 @@ class ProviderTraits(Resource):
 
     def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         with explain(refusals.PROVIDER_TRAITS_READ, uuid=uuid), self.db.read() as conn:
-            provider = providers.require(conn, uuid)
-            found = traits.provider_traits(conn, provider.id)
-        self._send(req, resp, provider.generation, found)
+            generation, found = traits.traits_of_provider(conn, uuid)
+        self._send(req, resp, generation, found)
 
     def on_put(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         data = self.read_body(req)

@@ -8,31 +8,41 @@ from sqlalchemy.exc import IntegrityError
 from allotment.db import tables as t
 from allotment.ledger import providers
 from allotment.ledger.common import is_duplicate, utcnow
+from allotment.ledger.errors import ProviderNotFound
 from allotment.ledger.providers import Provider
 
 _agg = t.placement_aggregates
 _rpa = t.resource_provider_aggregates
 
 
-def _provider_aggregates_select() -> sa.Select:
-    """The links by their provider index, each aggregate's uuid by its id: index
-    probes whatever the planner knows (a join was a hash join over every
-    aggregate on a database without statistics)."""
-    uuid = (sa.select(_agg.c.uuid).where(_agg.c.id == _rpa.c.aggregate_id)
-            .scalar_subquery().label("uuid"))
-    return (sa.select(uuid)
-            .where(_rpa.c.resource_provider_id == sa.bindparam("provider_id"))
-            .order_by(_rpa.c.aggregate_id))
+def _aggregates_of_uuid_select() -> sa.Select:
+    """The provider by its uuid with its aggregates' uuids, in one statement:
+    the provider's one row by its unique uuid, its links by their provider
+    index (a LEFT JOIN, so that a provider in no aggregate still answers),
+    each aggregate by its id."""
+    rp = providers.PROVIDER_BY_UUID
+    link = _rpa.alias("link")
+    uuid = (sa.select(_agg.c.uuid).where(_agg.c.id == link.c.aggregate_id)
+            .scalar_subquery().label("aggregate_uuid"))
+    return (sa.select(rp.c.generation, uuid)
+            .select_from(rp.outerjoin(link, link.c.resource_provider_id == rp.c.id))
+            .where(*providers.by_uuid_conditions(rp))
+            .order_by(link.c.aggregate_id))
 
 
-# Built once, with its cache key: nova-compute reads it for every host (issue 40).
-_PROVIDER_AGGREGATES = _provider_aggregates_select()
+# Built once: nova-compute reads it for every host (issue 40).
+_AGGREGATES_OF_UUID = _aggregates_of_uuid_select()
 
 
-def provider_aggregates(conn: sa.Connection, provider_id: int) -> list[str]:
-    """The uuids of the provider's aggregates, oldest aggregate first."""
-    rows = conn.execute(_PROVIDER_AGGREGATES, {"provider_id": provider_id})
-    return [row.uuid for row in rows if row.uuid is not None]
+def aggregates_of_provider(conn: sa.Connection, uuid: str) -> tuple[int, list[str]]:
+    """The generation and aggregate uuids (oldest aggregate first) of the
+    provider ``uuid``, read together; ``ProviderNotFound`` when there is no
+    such provider."""
+    rows = conn.execute(_AGGREGATES_OF_UUID, {"uuid": uuid}).all()
+    if not rows:
+        raise ProviderNotFound(uuid)
+    return rows[0].generation, [row.aggregate_uuid for row in rows
+                                if row.aggregate_uuid is not None]
 
 
 def ensure_aggregate(conn: sa.Connection, uuid: str) -> int:

@@ -52,13 +52,14 @@ import sqlalchemy as sa
 
 from allotment.db import tables as t
 from allotment.db.errors import CapacityGuardRefusal, meaning
-from allotment.ledger import capacity, consumers
-from allotment.ledger.common import class_ids, class_names, utcnow
+from allotment.ledger import capacity, consumers, providers
+from allotment.ledger.common import STANDARD_CLASS_NAMES, class_ids, class_names, utcnow
 from allotment.ledger.errors import (
     AllocationBreaksConstraints,
     AllocationOverCapacity,
     AllocationWithoutInventory,
     NoAllocations,
+    ProviderNotFound,
     Race,
     UnknownProvider,
     UnknownResourceClass,
@@ -117,30 +118,6 @@ def _by_key(table: sa.Table, column: str, key: sa.ColumnElement[Any],
             .scalar_subquery().label(label))
 
 
-def _held_select() -> sa.Select:
-    """Allocation rows with their provider's and consumer's uuid and generation.
-
-    A row whose consumer row is missing (written behind our back) comes with
-    ``consumer_generation`` None: ``_rows_with_consumer`` drops it, as the
-    join it replaces did (the generation column is NOT NULL).
-    """
-    a, rp, c = _A_HELD, t.resource_providers, t.consumers
-    return (sa.select(_by_key(rp, "uuid", a.c.resource_provider_id, "provider_uuid"),
-                      _by_key(rp, "generation", a.c.resource_provider_id,
-                              "provider_generation"),
-                      a.c.consumer_id.label("consumer_uuid"),
-                      _by_key(c, "generation", a.c.consumer_id, "consumer_generation",
-                              match="uuid"),
-                      a.c.resource_class_id, a.c.used, a.c.created_at, a.c.updated_at)
-            .order_by(a.c.id))
-
-
-def _rows_with_consumer(rows: Sequence[sa.Row[Any]]) -> list[sa.Row[Any]]:
-    """The rows whose consumer (and provider) exist: what an inner join kept."""
-    return [row for row in rows
-            if row.consumer_generation is not None and row.provider_uuid is not None]
-
-
 def _to_held(conn: sa.Connection, rows: Sequence[sa.Row[Any]]) -> list[Held]:
     names = class_names(conn, {row.resource_class_id for row in rows})
     return [Held(provider_uuid=row.provider_uuid,
@@ -191,17 +168,56 @@ def for_consumer(conn: sa.Connection, consumer_uuid: str) -> ConsumerAllocations
     return ConsumerAllocations(consumer=found, held=_to_held(conn, rows))
 
 
-# Built once, with its cache key: nova-compute reads it for every host every
-# minute (issue 40).
-_HELD_BY_PROVIDER = (_held_select()
-                     .where(_A_HELD.c.resource_provider_id == sa.bindparam("provider_id"))
-                     .with_hint(_A_HELD, capacity.BY_PROVIDER_AND_CLASS, "mysql"))
+def _held_of_uuid_select() -> sa.Select:
+    """The provider by its uuid with every allocation against it, in one
+    statement: the provider's one row by its unique uuid, its allocations by
+    their provider index (a LEFT JOIN, so that a provider without any still
+    answers), each consumer by its uuid and each custom class by its id."""
+    rp, a, c, rc = providers.PROVIDER_BY_UUID, _A_HELD, t.consumers, t.resource_classes
+    return (sa.select(rp.c.generation, rp.c.uuid.label("provider_uuid"),
+                      rp.c.generation.label("provider_generation"),
+                      a.c.consumer_id.label("consumer_uuid"),
+                      _by_key(c, "generation", a.c.consumer_id, "consumer_generation",
+                              match="uuid"),
+                      a.c.resource_class_id,
+                      sa.case((a.c.resource_class_id >= len(STANDARD_CLASS_NAMES),
+                               _by_key(rc, "name", a.c.resource_class_id, "name")))
+                      .label("class_name"),
+                      a.c.used, a.c.created_at, a.c.updated_at)
+            .select_from(rp.outerjoin(a, a.c.resource_provider_id == rp.c.id))
+            .where(*providers.by_uuid_conditions(rp))
+            .with_hint(a, capacity.BY_PROVIDER_AND_CLASS, "mysql")
+            .order_by(a.c.id))
 
 
-def for_provider(conn: sa.Connection, provider_id: int) -> list[Held]:
-    """Every allocation against one provider."""
-    rows = conn.execute(_HELD_BY_PROVIDER, {"provider_id": provider_id}).all()
-    return _to_held(conn, _rows_with_consumer(rows))
+# Built once: nova-compute reads it for every host every minute (issue 40).
+_HELD_OF_UUID = _held_of_uuid_select()
+
+
+def of_provider(conn: sa.Connection, uuid: str) -> tuple[int, list[Held]]:
+    """The generation of the provider ``uuid`` and every allocation against
+    it, read together; ``ProviderNotFound`` when there is no such provider.
+
+    A custom class's name comes in the same row (standard ones are known),
+    so that, unlike ``for_provider``, no second statement looks them up.
+    """
+    rows = conn.execute(_HELD_OF_UUID, {"uuid": uuid}).all()
+    if not rows:
+        raise ProviderNotFound(uuid)
+    held = []
+    for row in rows:
+        if row.consumer_generation is None:  # no allocation, or its consumer is gone
+            continue
+        name = STANDARD_CLASS_NAMES.get(row.resource_class_id, row.class_name)
+        if name is None:  # as the lookup of ``_to_held`` would have failed
+            raise KeyError(row.resource_class_id)
+        held.append(Held(provider_uuid=row.provider_uuid,
+                         provider_generation=row.provider_generation,
+                         consumer_uuid=row.consumer_uuid,
+                         consumer_generation=row.consumer_generation,
+                         resource_class=name, used=row.used,
+                         changed_at=row.updated_at or row.created_at))
+    return rows[0].generation, held
 
 
 def delete_for_consumer(conn: sa.Connection, consumer_uuid: str) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from allotment.db import tables as t
 from allotment.ledger import capacity
@@ -86,6 +87,17 @@ def normalize_uuid(value: str) -> str:
 # Built once: a statement object keeps its SQL and cache key, where one
 # built per call costs more CPU than a provider's whole read (issue 40).
 _BY_UUID = _select().where(_rp.c.uuid == sa.bindparam("uuid"))
+
+
+# The provider a read of one provider's traits, aggregates or allocations
+# starts from, and what makes it a provider (as ``_BY_UUID``): reading it in
+# the same statement as what it has saves the round trip of ``require``.
+PROVIDER_BY_UUID = t.resource_providers.alias("provider")
+
+
+def by_uuid_conditions(rp: Any) -> tuple[sa.ColumnElement[bool], ...]:
+    """``rp``'s row of the provider with the uuid bound as ``uuid``."""
+    return (rp.c.uuid == sa.bindparam("uuid"), rp.c.root_provider_id.is_not(None))
 
 
 def get(conn: sa.Connection, uuid: str) -> Provider | None:
@@ -289,7 +301,154 @@ def list_providers(conn: sa.Connection, q: ProviderQuery) -> list[Provider]:
 
     ``UnknownTraits`` / ``UnknownResourceClass`` for names that do not exist;
     an unknown aggregate or ``in_tree`` provider just matches nothing.
+
+    Without ``resources``, one statement built once per shape of the query
+    (which filters, how many groups) answers, trait names and aggregate uuids
+    looked up inside it (``_shaped``); the checks ``_list_built`` makes
+    before it are made after, from what it read, in the same order.
     """
+    if q.resources:
+        return _list_built(conn, q)
+    shaped = _shaped(conn.dialect.name, q)
+    if shaped is None:
+        return _list_built(conn, q)
+    statement, params = shaped
+    rows = conn.execute(statement, params).all()
+    names = q.required.names() if q.required else set()
+    found = [row for row in rows if row.id is not None]
+    if names:
+        known = next(row.known_traits for row in rows if row.id is None)
+        if known != len(names):
+            if not found and q.in_tree is not None and get(conn, q.in_tree) is None:
+                return []
+            raise UnknownTraits(names - set(trait_ids(conn, names)))
+    return [_to_provider(row) for row in found]
+
+
+# One built statement per shape of provider query, and how many shapes are
+# kept (the number of aggregates in each group is part of the shape).
+_SHAPES: dict[tuple[Any, ...], sa.Select | sa.CompoundSelect] = {}
+_MAX_SHAPES = 512
+
+
+def _shaped(dialect: str, q: ProviderQuery
+            ) -> tuple[sa.Select | sa.CompoundSelect, dict[str, Any]] | None:
+    """The statement for ``q``'s shape, and ``q``'s values for its parameters;
+    None for a query too big to be given a shape of its own."""
+    params: dict[str, Any] = {}
+    if q.name is not None:
+        params["name"] = q.name
+    if q.uuid is not None:
+        params["uuid"] = q.uuid
+    if q.in_tree is not None:
+        params["in_tree"] = q.in_tree
+    traits = q.required or TraitFilter()
+    member_of = q.member_of or AggregateFilter()
+    for i, group in enumerate(traits.required):
+        params[f"trait_{i}"] = sorted(group)
+    if traits.forbidden:
+        params["no_trait"] = sorted(traits.forbidden)
+    names = traits.names()
+    if names:
+        params["trait_names"] = sorted(names)
+    agg_sizes = tuple(len(group) for group in member_of.required)
+    if sum(agg_sizes) + len(member_of.forbidden) > _PROBES:
+        return None
+    for i, group in enumerate(member_of.required):
+        params.update((f"agg_{i}_{j}", u) for j, u in enumerate(sorted(group)))
+    params.update((f"no_agg_{j}", u) for j, u in enumerate(sorted(member_of.forbidden)))
+    shape = (dialect, q.name is not None, q.uuid is not None, q.in_tree is not None,
+             len(traits.required), bool(traits.forbidden), agg_sizes,
+             len(member_of.forbidden))
+    statement = _SHAPES.get(shape)
+    if statement is None:
+        statement = _build_shape(*shape)
+        if len(_SHAPES) < _MAX_SHAPES:
+            _SHAPES[shape] = statement
+    return statement, params
+
+
+_PROBES = 200
+_NAMES = postgresql.ARRAY(sa.String)
+
+
+def _build_shape(dialect: str, by_name: bool, by_uuid: bool, in_tree: bool,
+                 trait_groups: int, no_traits: bool, agg_sizes: tuple[int, ...],
+                 no_aggs: int) -> sa.Select | sa.CompoundSelect:
+    """The statement of one shape of provider query, its values left as
+    parameters: ``_list_built``'s, with each trait name and aggregate uuid
+    looked up where it is used.
+
+    On PostgreSQL a set of ids looked up is ``= ANY(ARRAY(...))``, read once
+    before the rest, and trait names come as an array; elsewhere ``IN
+    (...)``. Aggregates are looked up as one equality per uuid (as
+    ``common.aggregate_ids`` does) so that each is a probe of the unique
+    index. With traits, a second arm adds one row (its
+    id NULL) that counts the trait names that exist: the check that no
+    name is unknown, made without a statement of its own.
+    """
+    pg = dialect == "postgresql"
+    rpt, rpa = t.resource_provider_traits, t.resource_provider_aggregates
+    trait, agg = t.traits, t.placement_aggregates
+
+    def ids_in(column: Any, ids: sa.Select) -> sa.ColumnElement[bool]:
+        if pg:
+            return column == sa.any_(sa.func.array(ids.scalar_subquery()))
+        return column.in_(ids)
+
+    def names_in(param: str) -> sa.ColumnElement[bool]:
+        # An array parameter on PostgreSQL: no IN list rendered per execution.
+        if pg:
+            return trait.c.name == sa.any_(sa.bindparam(param, type_=_NAMES))
+        return trait.c.name.in_(sa.bindparam(param, expanding=True))
+
+    def trait_ids_of(param: str) -> sa.Select:
+        return sa.select(trait.c.id).where(names_in(param))
+
+    def agg_ids_of(params: list[str]) -> sa.Select:
+        arms = [sa.select(agg.c.id).where(agg.c.uuid == sa.bindparam(p)) for p in params]
+        return arms[0] if len(arms) == 1 else sa.select(
+            sa.union_all(*arms).subquery().c.id)
+
+    sel = _select()
+    if by_name:
+        sel = sel.where(_rp.c.name == sa.bindparam("name"))
+    if by_uuid:
+        sel = sel.where(_rp.c.uuid == sa.bindparam("uuid"))
+    if in_tree:
+        tree = t.resource_providers.alias("tree")
+        sel = sel.where(_rp.c.root_provider_id == sa.select(tree.c.root_provider_id).where(
+            tree.c.uuid == sa.bindparam("in_tree"),
+            tree.c.root_provider_id.is_not(None)).scalar_subquery())
+    required: list[_Membership] = []
+    forbidden: list[_Membership] = []
+    # Aggregates first, as in ``_list_built``.
+    for i, size in enumerate(agg_sizes):
+        required.append(_Membership(rpa, rpa.c.resource_provider_id, (ids_in(
+            rpa.c.aggregate_id, agg_ids_of([f"agg_{i}_{j}" for j in range(size)])),)))
+    required.extend(_Membership(rpt, rpt.c.resource_provider_id, (
+        ids_in(rpt.c.trait_id, trait_ids_of(f"trait_{i}")),)) for i in range(trait_groups))
+    if no_aggs:
+        forbidden.append(_Membership(rpa, rpa.c.resource_provider_id, (ids_in(
+            rpa.c.aggregate_id, agg_ids_of([f"no_agg_{j}" for j in range(no_aggs)])),)))
+    if no_traits:
+        forbidden.append(_Membership(rpt, rpt.c.resource_provider_id, (
+            ids_in(rpt.c.trait_id, trait_ids_of("no_trait")),)))
+    sel = _narrowed(dialect, sel, required, forbidden, by_name or by_uuid or in_tree)
+    if not (trait_groups or no_traits):
+        return sel.add_columns(sa.null().label("known_traits")).order_by(_rp.c.id)
+    sel = sel.add_columns(sa.null().label("known_traits"))
+    count = sa.select(*(sa.null().label(c.name) for c in sel.selected_columns[:-1]),
+                      sa.func.count().label("known_traits")).select_from(trait).where(
+        names_in("trait_names"))
+    union: sa.CompoundSelect = sa.union_all(sel, count)
+    return union.order_by(union.selected_columns.id)
+
+
+def _list_built(conn: sa.Connection, q: ProviderQuery) -> list[Provider]:
+    """``list_providers``, its statement built for the request, names and
+    uuids looked up first: for queries with ``resources`` or too many
+    aggregates to have a shape."""
     sel = _select()
     if q.name is not None:
         sel = sel.where(_rp.c.name == q.name)

@@ -12,7 +12,13 @@ from sqlalchemy.exc import IntegrityError
 from allotment.db import tables as t
 from allotment.ledger import providers
 from allotment.ledger.common import is_duplicate, utcnow
-from allotment.ledger.errors import StandardTrait, TraitInUse, TraitNotFound, UnknownTraits
+from allotment.ledger.errors import (
+    ProviderNotFound,
+    StandardTrait,
+    TraitInUse,
+    TraitNotFound,
+    UnknownTraits,
+)
 from allotment.ledger.providers import Provider
 
 CUSTOM_PREFIX = "CUSTOM_"
@@ -104,27 +110,35 @@ def delete(conn: sa.Connection, name: str) -> None:
         raise TraitNotFound(name)
 
 
-def _provider_traits_select() -> sa.Select:
-    """The provider's traits by name: its links by their provider index, each
-    trait by its id (index probes, whatever the planner knows of the tables)."""
+def _traits_of_uuid_select() -> sa.Select:
+    """The provider by its uuid with its traits by name, in one statement: the
+    provider's one row by its unique uuid, its links by their provider index
+    (a LEFT JOIN, so that a provider without traits still answers), each
+    trait by its id."""
+    rp = providers.PROVIDER_BY_UUID
+    link = _rpt.alias("link")
+
     def of_trait(column: str) -> sa.Label[Any]:
-        return (sa.select(_trait.c[column]).where(_trait.c.id == _rpt.c.trait_id)
+        return (sa.select(_trait.c[column]).where(_trait.c.id == link.c.trait_id)
                 .scalar_subquery().label(column))
-    return (sa.select(_rpt.c.trait_id.label("id"), of_trait("name"), of_trait("created_at"),
-                      of_trait("updated_at"))
-            .where(_rpt.c.resource_provider_id == sa.bindparam("provider_id"))
+    return (sa.select(rp.c.generation, link.c.trait_id.label("id"), of_trait("name"),
+                      of_trait("created_at"), of_trait("updated_at"))
+            .select_from(rp.outerjoin(link, link.c.resource_provider_id == rp.c.id))
+            .where(*providers.by_uuid_conditions(rp))
             .order_by(sa.text("name")))
 
 
-# Built once, with its cache key: nova-compute reads it for every host (issue 40).
-_PROVIDER_TRAITS = _provider_traits_select()
+# Built once: nova-compute reads it for every host (issue 40).
+_TRAITS_OF_UUID = _traits_of_uuid_select()
 
 
-def provider_traits(conn: sa.Connection, provider_id: int) -> list[Trait]:
-    """The provider's traits, by name."""
-    rows: list[sa.Row[Any]] = list(conn.execute(_PROVIDER_TRAITS,
-                                                {"provider_id": provider_id}))
-    return [_to_trait(row) for row in rows if row.name is not None]
+def traits_of_provider(conn: sa.Connection, uuid: str) -> tuple[int, list[Trait]]:
+    """The generation and traits (by name) of the provider ``uuid``, read
+    together; ``ProviderNotFound`` when there is no such provider."""
+    rows = conn.execute(_TRAITS_OF_UUID, {"uuid": uuid}).all()
+    if not rows:
+        raise ProviderNotFound(uuid)
+    return rows[0].generation, [_to_trait(row) for row in rows if row.name is not None]
 
 
 def replace_for_provider(conn: sa.Connection, provider_uuid: str, generation: int,
