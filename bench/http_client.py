@@ -67,6 +67,10 @@ class PlacementClient:
         self.microversion = microversion
         self.timeout = timeout
         self._local = threading.local()
+        # Every thread's connection, so that ``close`` closes them all: a worker
+        # thread's would otherwise be dropped, open, when the thread ends.
+        self._opened: set[http.client.HTTPConnection] = set()
+        self._opened_lock = threading.Lock()
 
     def _connection(self) -> http.client.HTTPConnection:
         conn = getattr(self._local, "conn", None)
@@ -76,17 +80,29 @@ class PlacementClient:
             conn = cls(self.host, self.port, timeout=self.timeout)
             self._local.conn = conn
             self._local.used = False
+            with self._opened_lock:
+                self._opened.add(conn)
+        elif conn.sock is None:
+            with self._opened_lock:  # closed by ``close`` and opened again
+                self._opened.add(conn)
         return conn
 
     def _drop_connection(self) -> None:
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             conn.close()
+            with self._opened_lock:
+                self._opened.discard(conn)
         self._local.conn = None
 
     def close(self) -> None:
-        """Close this thread's connection."""
-        self._drop_connection()
+        """Close every connection this client opened, in any thread (a thread
+        that sends again afterwards connects anew)."""
+        with self._opened_lock:
+            opened, self._opened = self._opened, set()
+        for conn in opened:
+            conn.close()
+        self._local.conn = None
 
     def prepare(self, method: str, path: str, body: Any = None,
                 microversion: str | None = "") -> Prepared:

@@ -193,6 +193,7 @@ def load_cloud(url: str, cloud: Cloud, concurrency: int = 8, timeout: float = 60
             list(pool.map(fill, cloud.hosts))
     finally:
         writer.close()
+        client.close()
     return time.perf_counter() - started, loader.requests + len(cloud.hosts)
 
 

@@ -25,6 +25,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 
@@ -75,6 +76,7 @@ class Site:
         # The commands as installed: allotment, placement-manage, placement-status.
         self.env["PATH"] = f"{BIN}{os.pathsep}{self.env.get('PATH', '')}"
         self.servers: list[subprocess.Popen[bytes]] = []
+        self.logs: list[BinaryIO] = []
 
     def rewrite(self, command: str) -> str:
         address = f"{self.host}:{self.port}"
@@ -106,6 +108,7 @@ class Site:
 
     def serve(self, command: str) -> None:
         log = open(self.tmp / f"server-{len(self.servers)}.log", "wb")  # noqa: SIM115
+        self.logs.append(log)
         server = subprocess.Popen(["bash", "-c", f"exec {command}"], stdout=log,
                                   stderr=subprocess.STDOUT, env=self.env, cwd=self.tmp,
                                   start_new_session=True)
@@ -132,6 +135,8 @@ class Site:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(server.pid, signal.SIGKILL)
                 server.wait(timeout=10)
+        for log in self.logs:
+            log.close()
 
 
 @pytest.fixture
