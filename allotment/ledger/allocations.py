@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from allotment.db import tables as t
 from allotment.db.errors import CapacityGuardRefusal, meaning
@@ -262,17 +263,58 @@ _CONSUMERS: sa.BindParameter[str] = sa.bindparam("consumers", expanding=True)
 _DELETE_OLD = _A.delete().where(_A.c.consumer_id.in_(_CONSUMERS))
 _DELETE_OLD_RETURNING = _DELETE_OLD.returning(*_OLD_COLUMNS)
 _SELECT_OLD = sa.select(*_OLD_COLUMNS).where(_A.c.consumer_id.in_(_CONSUMERS))
-_LOCK_NAMED = (sa.select(_RP.c.id, _RP.c.uuid, _RP.c.generation)
-               .where(_RP.c.uuid.in_(sa.bindparam("named", expanding=True)))
-               .order_by(_RP.c.id).with_for_update())
-# The providers named by uuid, each looked up by its unique index, among the
-# ids to lock: the lock is then one range of the primary key, taken in id
-# order, whatever the planner knows. "uuid IN (...) OR id IN (...)" was read
-# by MariaDB, trusting a freshly loaded table's empty-table statistics, as a
-# walk of the whole primary key (tests/test_plans_without_statistics.py).
+# Finding and locking the providers a claim names (by uuid) or its consumers
+# held (by id): row locks taken in id order whatever the database knows, each
+# provider one probe of a unique index.
+#
+# On a freshly loaded table without statistics PostgreSQL believes the
+# table small, and for a list of some 30 values it prefers reading the whole
+# table to that many index probes; MariaDB, trusting the empty table's
+# statistics, walks the primary key for "uuid IN (...) ORDER BY id", and
+# "uuid IN (...) OR id IN (...)" too (tests/test_plans_without_statistics.py).
+# So on PostgreSQL the lists are arrays the planner cannot look into
+# (``ARRAY(SELECT unnest(:list))`` is computed once before the statement
+# runs, and the plan is made for some values, each an index probe); the
+# LockRows step above the sort takes the locks in id order. Elsewhere each
+# uuid is its own scalar subquery on the unique index among the ids, and the
+# lock a range of the primary key, read in id order.
 _BY_UUID = t.resource_providers.alias("by_uuid")
+_PG_NAMES = postgresql.ARRAY(sa.String)
+_PG_IDS = postgresql.ARRAY(sa.Integer)
+
+
+def _opaque_array(name: str, array_type: postgresql.ARRAY[Any]) -> sa.ColumnElement[Any]:
+    return sa.func.array(sa.select(sa.func.unnest(sa.bindparam(name, type_=array_type)))
+                         .scalar_subquery())
+
+
+_PG_LOCK = (sa.select(_RP.c.id, _RP.c.uuid, _RP.c.generation)
+            .where(sa.or_(_RP.c.uuid == sa.any_(_opaque_array("named", _PG_NAMES)),
+                          _RP.c.id == sa.any_(_opaque_array("held", _PG_IDS))))
+            .order_by(_RP.c.id).with_for_update())
+_PG_BUMP = (_RP.update().where(_RP.c.id == sa.any_(_opaque_array("ids", _PG_IDS)))
+            .values(generation=_RP.c.generation + 1, updated_at=sa.bindparam("now")))
 _BUMP = (_RP.update().where(_RP.c.id.in_(sa.bindparam("ids", expanding=True)))
          .values(generation=_RP.c.generation + 1, updated_at=sa.bindparam("now")))
+# The locking statement per (uuids named, ids held) elsewhere, built once
+# for the counts claims use; beyond _MAX_LOCKS shapes one is built per call.
+_LOCKS: dict[tuple[int, int], sa.Select] = {}
+_MAX_LOCKS = 256
+
+
+def _lock_statement(named: int, held: int) -> sa.Select:
+    statement = _LOCKS.get((named, held))
+    if statement is None:
+        ids = [*(sa.select(_BY_UUID.c.id).where(_BY_UUID.c.uuid == sa.bindparam(f"named_{n}"))
+                 .scalar_subquery() for n in range(named)),
+               *(sa.bindparam(f"held_{n}") for n in range(held))]
+        statement = (sa.select(_RP.c.id, _RP.c.uuid, _RP.c.generation)
+                     .where(_RP.c.id.in_(ids)).order_by(_RP.c.id).with_for_update())
+        if len(_LOCKS) < _MAX_LOCKS:
+            _LOCKS[(named, held)] = statement
+    return statement
+
+
 _INVENTORY = t.inventories.alias("inventory")
 _INVENTORIES_WITH_USAGE = (
     sa.select(_INVENTORY.c.resource_provider_id, _INVENTORY.c.resource_class_id,
@@ -309,14 +351,13 @@ def _lock_providers(conn: sa.Connection, named: list[str],
     """
     if not named and not held_ids:
         return {}
-    if held_ids:
-        ids = [*(sa.select(_BY_UUID.c.id).where(_BY_UUID.c.uuid == uuid).scalar_subquery()
-                 for uuid in named), *sorted(held_ids)]
-        rows = conn.execute(sa.select(_RP.c.id, _RP.c.uuid, _RP.c.generation)
-                            .where(_RP.c.id.in_(ids)).order_by(_RP.c.id).with_for_update()
-                            ).all()
+    held = sorted(held_ids)
+    if conn.dialect.name == "postgresql":
+        rows = conn.execute(_PG_LOCK, {"named": named, "held": held}).all()
     else:
-        rows = conn.execute(_LOCK_NAMED, {"named": named}).all()
+        rows = conn.execute(_lock_statement(len(named), len(held)), {
+            **{f"named_{n}": uuid for n, uuid in enumerate(named)},
+            **{f"held_{n}": id_ for n, id_ in enumerate(held)}}).all()
     locked = {row.id: _Locked(row.id, row.uuid, row.generation) for row in rows}
     found = {p.uuid for p in locked.values()}
     for rp_uuid in named:
@@ -336,7 +377,8 @@ def _bump_generations(conn: sa.Connection, locked: dict[int, _Locked],
     if not changed:
         return
     ids = sorted(changed)
-    result = conn.execute(_BUMP, {"ids": ids, "now": utcnow()})
+    bump = _PG_BUMP if conn.dialect.name == "postgresql" else _BUMP
+    result = conn.execute(bump, {"ids": ids, "now": utcnow()})
     if result.rowcount != len(ids):
         raise Race(f"provider {', '.join(locked[i].uuid for i in ids)} changed")
 
