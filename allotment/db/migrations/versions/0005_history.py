@@ -148,9 +148,6 @@ _PG_CHANGED = {
               "FROM new_rows) both_sides GROUP BY 1, 2, 3 HAVING SUM(b) <> SUM(a)",
 }
 
-# Scalar subqueries, not joins: the planner knows nothing of a transition
-# table's size, and each lookup must stay one index probe per key however
-# large the joined tables (or the history) grow.
 # Scalar subqueries, not joins: one index probe per key, however large the
 # looked-up tables grow (the planner knows little of a transition table). A
 # transaction's first allocations statement has nothing to merge with: a
