@@ -400,3 +400,118 @@ def test_no_request_scans_without_statistics(served: Served, name: str) -> None:
     if served.engine.dialect.name == "postgresql":
         assert served.plans, "auto_explain reported no plan"
     assert not bad, bad
+
+
+# A plan made while the tables were small must not outlive them. psycopg
+# prepares a statement on the server from its fifth execution, PL/pgSQL
+# keeps its statements' plans for the session, and PostgreSQL reuses a
+# generic plan as long as nothing invalidates it: without ANALYZE nothing
+# does. A server started on a new database and then given its cloud (nova's
+# hosts registering, each with its instances) read every consumer in each
+# claim's history trigger: 8,095 sequential scans of consumers, 659 million
+# rows, while loading 8,000 hosts. The cases above are asked once, on a
+# database already large; here a connection claims while the tables are
+# small, they grow, and its next claim must read rows in proportion to
+# what it writes.
+GROWN = 200_000
+
+
+@pytest.mark.skipif("postgresql" not in SERVERS, reason="PostgreSQL's plan cache")
+def test_plans_made_on_small_tables_do_not_outlive_them() -> None:
+    from allotment.db import migrate, standard_names
+    from allotment.db.writer import WriteContext
+
+    url = _create_server_database("postgresql")
+    engine = create_engine(url, pool_size=1, max_overflow=0)
+    context = WriteContext("postgresql")
+    provider = uuid_of("provider", 1)
+
+    def claim_within(conn: sa.Connection, n: int) -> None:
+        context.begin(conn)
+        allocations.write(conn, [allocations.Claim(
+            consumer_uuid=uuid_of("consumer", GROWN + 23 * n + k),
+            allocations={provider: {"VCPU": 1, "MEMORY_MB": 1}}, project_id=PROJECT,
+            user_id=USER, consumer_type="INSTANCE") for k in range(23)])
+
+    def claim(conn: sa.Connection, n: int) -> None:
+        with conn.begin():
+            claim_within(conn, n)
+
+    try:
+        migrate.upgrade(engine)
+        standard_names.sync(engine)
+        with engine.connect() as conn:
+            conn.exec_driver_sql(
+                "INSERT INTO resource_providers (id, uuid, name, generation, root_provider_id) "
+                f"SELECT n, 'rp-' || n, 'rp-' || n, 0, n FROM generate_series(2, 50) n;"
+                "INSERT INTO resource_providers (id, uuid, name, generation, root_provider_id) "
+                f"VALUES (1, '{provider}', 'host', 0, 1);"
+                "INSERT INTO inventories (resource_provider_id, resource_class_id, total, "
+                "reserved, min_unit, max_unit, step_size, allocation_ratio) "
+                "SELECT p, c, 1000000000, 0, 1, 1000000000, 1, 1.0 "
+                "FROM generate_series(1, 50) p, generate_series(0, 1) c")
+            conn.commit()
+            for n in range(12):  # prepared from the 5th, generic plans from the 11th
+                claim(conn, n)
+            conn.exec_driver_sql(
+                "INSERT INTO consumers (uuid, project_id, user_id, generation) "
+                f"SELECT 'c-' || n, 1, 1, 0 FROM generate_series(1, {GROWN}) n;"
+                "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, "
+                "used) SELECT 1 + mod(n, 50), 'c-' || n, mod(n, 2), 1 "
+                f"FROM generate_series(1, {GROWN}) n")
+            conn.commit()
+            # The session's counts not yet flushed to the shared statistics,
+            # which is done only between transactions: read inside the
+            # claim's own transaction, before and after, their difference
+            # is the claim's.
+            read = ("SELECT relname, seq_tup_read + COALESCE(idx_tup_fetch, 0) "
+                    "FROM pg_stat_xact_user_tables")
+            with conn.begin():
+                before = dict(conn.exec_driver_sql(read).all())
+                claim_within(conn, 12)
+                after = dict(conn.exec_driver_sql(read).all())
+        # The claim writes 23 consumers and 46 rows; the provider's usage is
+        # summed by index twice (the claim's check and the capacity guard's)
+        # over its 4,552 allocations: a scan of the table is 200,000.
+        grown = {"consumers": 100, "allocations": 20_000}
+        read_rows = {table: after[table] - before.get(table, 0) for table in grown}
+        assert all(read_rows[table] < bound for table, bound in grown.items()), read_rows
+    finally:
+        engine.dispose()
+        _drop_server_database("postgresql", url)
+
+
+@pytest.mark.skipif("postgresql" not in SERVERS, reason="PostgreSQL's trigger functions")
+def test_migration_0007_sets_and_resets_the_trigger_functions_plans() -> None:
+    """Every allotment function plans index-first and keeps its plans (0007);
+    down to 0006 they plan as the session says, up again restores it."""
+    from alembic import command
+
+    from allotment.db import migrate
+    from allotment.db.engine import write_transaction
+
+    def settings(engine: sa.Engine) -> dict[str, list[str] | None]:
+        with engine.connect() as conn:
+            return dict(conn.exec_driver_sql(
+                "SELECT proname, proconfig FROM pg_proc "
+                "WHERE pronamespace = current_schema()::regnamespace "
+                "AND starts_with(proname, 'allotment_')").all())
+
+    url = _create_server_database("postgresql")
+    engine = create_engine(url)
+    try:
+        migrate.upgrade(engine)
+        at_head = settings(engine)
+        # The capacity guard, the change log and the history, each set.
+        assert {"allotment_guard_inserted", "allotment_log_allocations_rows",
+                "allotment_history_inventories"} <= set(at_head)
+        assert all(sorted(config or []) == ["enable_seqscan=off", "plan_cache_mode=auto"]
+                   for config in at_head.values()), at_head
+        with write_transaction(engine) as conn:
+            command.downgrade(migrate._config(conn), "0006")
+        assert set(settings(engine).values()) == {None}
+        migrate.upgrade(engine)
+        assert settings(engine) == at_head
+    finally:
+        engine.dispose()
+        _drop_server_database("postgresql", url)

@@ -132,6 +132,14 @@ def _configure_postgresql(engine: Engine) -> None:
         # providers; our statements are short OLTP reads that never gain from it.
         cursor = dbapi_conn.cursor()
         cursor.execute("SET jit = off")
+        # A plan for the values at hand, every time: psycopg prepares a
+        # statement from its fifth execution, and a generic plan made while
+        # the tables were small was then kept while they grew, until an
+        # ANALYZE that a database without autovacuum never runs (each claim
+        # read every consumer). Planning these short statements costs less
+        # than one such scan. The trigger functions keep their plans, made
+        # index-first (migration 0007).
+        cursor.execute("SET plan_cache_mode = force_custom_plan")
         cursor.close()
         dbapi_conn.commit()
         # Statements outside a transaction commit themselves; every transaction
