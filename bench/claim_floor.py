@@ -54,10 +54,19 @@ def provider_uuid(n: int) -> str:
     return f"00000000-0000-4000-8000-{n:012d}"
 
 
-class FloorDatabase:
-    """A fresh database at allotment's head holding ``providers`` providers."""
+def _numbers(backend: str, count: int) -> str:
+    """A derived table of the numbers 1..count, in its column ``n``."""
+    if backend == "postgresql":
+        return f"SELECT generate_series(1, {count}) AS n"
+    return f"SELECT seq AS n FROM seq_1_to_{count}"  # MariaDB's Sequence engine
 
-    def __init__(self, backend: str, providers: int, triggers: bool) -> None:
+
+class FloorDatabase:
+    """A fresh database at allotment's head holding ``providers`` providers,
+    each running ``instances`` instances, analyzed."""
+
+    def __init__(self, backend: str, providers: int, triggers: bool,
+                 instances: int = 20) -> None:
         self.backend = backend
         admin = normalize_url(SERVERS[backend])
         self.name = f"allotment_bench_floor_{uuid.uuid4().hex[:8]}"
@@ -68,11 +77,11 @@ class FloorDatabase:
             hide_password=False))
         migrate.upgrade(self.engine)
         standard_names.sync(self.engine)
-        self._load(providers)
+        self._load(providers, instances)
         if not triggers:
             self._without_triggers()
 
-    def _load(self, providers: int) -> None:
+    def _load(self, providers: int, instances: int) -> None:
         rp, inv = sa.table("resource_providers", sa.column("id"), sa.column("uuid"),
                            sa.column("name"), sa.column("generation"),
                            sa.column("root_provider_id")), sa.table(
@@ -99,6 +108,19 @@ class FloorDatabase:
                 conn.exec_driver_sql("INSERT INTO consumer_types (id, name) "
                                      "VALUES (1, 'INSTANCE')")
                 self.consumer_type = 1
+            # The instances the cloud already runs, so that the statistics
+            # gathered below describe tables with rows.
+            conn.exec_driver_sql(
+                "INSERT INTO consumers (uuid, project_id, user_id, generation, consumer_type_id) "
+                f"SELECT CONCAT('running-', ps.n, '-', ins.n), 1, 1, 1, {self.consumer_type} "
+                f"FROM ({_numbers(self.backend, providers)}) ps, "
+                f"({_numbers(self.backend, instances)}) ins")
+            conn.exec_driver_sql(
+                "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, "
+                f"used) SELECT ps.n, CONCAT('running-', ps.n, '-', ins.n), c.rc, 1 "
+                f"FROM ({_numbers(self.backend, providers)}) ps, "
+                f"({_numbers(self.backend, instances)}) ins, "
+                f"({' UNION ALL '.join(f'SELECT {rc} AS rc' for rc in self.class_ids)}) c")
             if self.backend == "postgresql":
                 # The explicit ids above leave the sequences behind.
                 conn.exec_driver_sql("SELECT setval('resource_providers_id_seq', "
@@ -233,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--db", choices=["postgresql", "mysql", "both"], default="both")
     p.add_argument("--providers", type=int, default=1000)
+    p.add_argument("--instances", type=int, default=20, help="running on each provider")
     p.add_argument("--clients", type=int, default=10)
     p.add_argument("--seconds", type=float, default=20.0, help="per pgbench run")
     p.add_argument("--claims", type=int, default=2000, help="per MariaDB client and run")
@@ -245,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         rates: dict[bool, list[float]] = {True: [], False: []}
         for round_ in range(args.rounds):
             for triggers in ((True, False) if round_ % 2 == 0 else (False, True)):
-                db = FloorDatabase(backend, args.providers, triggers)
+                db = FloorDatabase(backend, args.providers, triggers, args.instances)
                 try:
                     rates[triggers].append(
                         run_pgbench(db, args.providers, args.clients, args.seconds)

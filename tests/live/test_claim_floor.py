@@ -33,23 +33,37 @@ def _claim_floor() -> ModuleType:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_the_floor_does_a_claims_work(backend: str, triggers: bool) -> None:
     floor = _claim_floor()
-    db = floor.FloorDatabase(backend, providers=20, triggers=triggers)
+    db = floor.FloorDatabase(backend, providers=20, triggers=triggers, instances=5)
+    queries = {
+        "consumers": "SELECT COUNT(*) FROM consumers",
+        "allocations": "SELECT COUNT(*) FROM allocations",
+        "generations": "SELECT SUM(generation) FROM resource_providers",
+        "allocated consumers": "SELECT COUNT(DISTINCT consumer_id) FROM allocations",
+        "history": "SELECT COUNT(*) FROM allotment_allocation_history",
+    }
+
+    def counts() -> dict[str, int]:
+        with db.engine.connect() as conn:
+            return {name: int(conn.exec_driver_sql(sql).scalar_one() or 0)
+                    for name, sql in queries.items()}
+
     try:
+        loaded = counts()
+        # The instances already running: 5 on each provider, 3 rows each.
+        assert loaded["consumers"] == loaded["allocated consumers"] == 20 * 5
+        assert loaded["allocations"] == 3 * 20 * 5
         rate = (floor.run_pgbench(db, 20, clients=2, seconds=1) if backend == "postgresql"
                 else floor.run_mariadb(db, 20, clients=2, per_client=25))
         assert rate > 0
-        with db.engine.connect() as conn:
-            def count(sql: str) -> int:
-                return int(conn.exec_driver_sql(sql).scalar_one())
-
-            claims = count("SELECT COUNT(*) FROM consumers")
-            assert claims > 0
-            if backend == "mysql":
-                assert claims == 2 * 25
-            assert count("SELECT COUNT(*) FROM allocations") == 3 * claims
-            assert count("SELECT SUM(generation) FROM resource_providers") == claims
-            assert count("SELECT COUNT(DISTINCT consumer_id) FROM allocations") == claims
-            history = count("SELECT COUNT(*) FROM allotment_allocation_history")
-            assert history == (3 * claims if triggers else 0)
+        done = counts()
+        added = {name: done[name] - loaded[name] for name in queries}
+        claims = added["consumers"]
+        assert claims > 0
+        if backend == "mysql":
+            assert claims == 2 * 25
+        assert added["allocations"] == 3 * claims, added
+        assert added["generations"] == claims, added
+        assert added["allocated consumers"] == claims, added
+        assert added["history"] == (3 * claims if triggers else 0), added
     finally:
         db.close()
