@@ -186,7 +186,7 @@ def probe_cpu_per_call(url: str, cloud: Cloud, server_pid: int, requests: int,
         try:
             return [client.send(prepared).status for prepared in chunk]
         finally:
-            client.close()
+            client.close_own()  # the other probes' threads still send
 
     found = {}
     for kind, prepared in per_kind.items():

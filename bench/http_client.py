@@ -95,9 +95,15 @@ class PlacementClient:
                 self._opened.discard(conn)
         self._local.conn = None
 
+    def close_own(self) -> None:
+        """Close the calling thread's connection: what a sender thread does as
+        it ends, while the others may still be sending on theirs."""
+        self._drop_connection()
+
     def close(self) -> None:
         """Close every connection this client opened, in any thread (a thread
-        that sends again afterwards connects anew)."""
+        that sends again afterwards connects anew). Only once no thread sends:
+        a connection closed under a request fails it."""
         with self._opened_lock:
             opened, self._opened = self._opened, set()
         for conn in opened:

@@ -195,7 +195,7 @@ class _Sender:
                     return
                 self._run(event)
         finally:
-            self.generator.client.close()
+            self.generator.client.close_own()  # the other senders may still send
 
     def _run(self, event: Event) -> None:
         if event.at >= self.warmup:
