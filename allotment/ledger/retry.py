@@ -94,12 +94,19 @@ def _database_errors(exc: BaseException | None) -> Iterator[DBAPIError]:
 
     When MySQL kills a transaction inside a savepoint (a deadlock, a broken
     trigger), what surfaces is the failed ROLLBACK TO SAVEPOINT, the real
-    error its context.
+    error behind it. SQLAlchemy raises its error from the driver's, and the
+    driver's error is the one raised while the real error was handled: the
+    walk steps over the driver's error to what it was raised over.
     """
-    while isinstance(exc, DBAPIError):
+    seen: set[int] = set()
+    while isinstance(exc, DBAPIError) and id(exc) not in seen:
+        seen.add(id(exc))
         yield exc
         inner = exc.__cause__ or exc.__context__
-        exc = None if inner is exc else inner
+        driver_error = exc.orig
+        if driver_error is not None and inner is driver_error:
+            inner = driver_error.__cause__ or driver_error.__context__
+        exc = inner
 
 
 def _broken_trigger_behind(exc: BaseException) -> str | None:
