@@ -486,16 +486,26 @@ def _narrowed(dialect: str, sel: sa.Select, required: list[_Membership],
     test_plans_without_statistics.py). There, unless the providers are
     already found by a key (name, uuid, tree), the first required filter is
     read once and its providers fetched by id as ``id = ANY(ARRAY(...))``,
-    which can only be probes of the primary key; each other filter is a
-    count of the provider's own rows by its provider index.
+    which can only be probes of the primary key. With several required
+    filters the ids are those every filter reads (INTERSECT): each filter's
+    rows are read once by its own index, and a provider is fetched only when
+    it passes them all. Nova's sharing-provider query (four aggregates of
+    thousands of hosts, a trait none of them has) fetched and counted every
+    member of the aggregates when the aggregates alone came first: 40 ms of
+    the database per call at 10,000 hosts, most of its time in the cloud
+    day. A forbidden filter is a count of the provider's own rows by its
+    provider index; so is every required one when a key found the providers.
     """
     if dialect != "postgresql":
         return sel.where(*(_rp.c.id.in_(f.members()) for f in required),
                          *(_rp.c.id.not_in(f.members()) for f in forbidden))
     others = required
     if required and not by_key:
-        first, others = required[0], required[1:]
-        sel = sel.where(_rp.c.id == sa.any_(sa.func.array(first.members().scalar_subquery())))
+        others = []
+        members: sa.Select | sa.CompoundSelect = (
+            required[0].members() if len(required) == 1
+            else sa.intersect(*(f.members() for f in required)))
+        sel = sel.where(_rp.c.id == sa.any_(sa.func.array(members.scalar_subquery())))
     return sel.where(*(f.rows_of_provider() > 0 for f in others),
                      *(f.rows_of_provider() == 0 for f in forbidden))
 
