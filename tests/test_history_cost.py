@@ -27,8 +27,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from alembic import command
+from sqlalchemy.pool import NullPool
 
-from allotment.db import migrate
+from allotment.db import migrate, standard_names
 from allotment.db import tables as t
 from allotment.db.engine import write_transaction
 from allotment.db.writer import NO_REQUEST, RequestIds, WriteContext
@@ -199,3 +200,107 @@ def test_migration_0006_goes_up_and_down(backend, tmp_path):
         assert index_names(engine) == at_0005
         migrate.upgrade(engine)
         assert index_names(engine) == at_0005 | added
+
+
+# Writes whose history entries exercise every branch of the MySQL triggers'
+# lookups: new entries and merges (allotment's transactions), entries by an
+# outside writer, a key moved to another consumer (an UPDATE's two sides), a
+# consumer deleted before its allocations (its names NULL), a class id and a
+# provider id no row has, inventories created, changed and deleted.
+_HISTORY_WRITES: list[tuple[bool, list[str]]] = [
+    (False, [
+        "INSERT INTO projects (id, external_id) VALUES (1, 'proj-a'), (2, 'proj-b')",
+        "INSERT INTO users (id, external_id) VALUES (1, 'user-a')",
+        "INSERT INTO consumer_types (id, name) VALUES (1, 'INSTANCE')",
+        "INSERT INTO resource_providers (id, uuid, name, generation, root_provider_id) "
+        "VALUES (1, 'aaaaaaaa-0000-0000-0000-000000000001', 'rp-1', 0, 1)",
+        "INSERT INTO resource_classes (id, name) VALUES (10000, 'CUSTOM_GOLD')",
+    ]),
+    (True, [
+        "INSERT INTO consumers (uuid, project_id, user_id, consumer_type_id, generation) "
+        "VALUES ('cccccccc-0000-0000-0000-000000000001', 1, 1, 1, 0), "
+        "('cccccccc-0000-0000-0000-000000000002', 2, 1, NULL, 0)",
+        "INSERT INTO inventories (resource_provider_id, resource_class_id, total, reserved, "
+        "min_unit, max_unit, step_size, allocation_ratio) VALUES "
+        "(1, 0, 64, 0, 1, 64, 1, 4.0), (1, 1, 4096, 512, 1, 4096, 1, 1.0), "
+        "(1, 10000, 5, 0, 1, 5, 1, 1.0)",
+        "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used) "
+        "VALUES (1, 'cccccccc-0000-0000-0000-000000000001', 0, 2), "
+        "(1, 'cccccccc-0000-0000-0000-000000000001', 1, 512), "
+        "(1, 'cccccccc-0000-0000-0000-000000000002', 10000, 1)",
+        "UPDATE allocations SET used = 4 WHERE resource_class_id = 0",
+        "UPDATE inventories SET total = 128 WHERE resource_class_id = 0",
+    ]),
+    (True, [
+        "UPDATE allocations SET consumer_id = 'cccccccc-0000-0000-0000-000000000002' "
+        "WHERE resource_class_id = 1",
+        "DELETE FROM inventories WHERE resource_class_id = 10000",
+    ]),
+    (False, [
+        "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used) "
+        "VALUES (7, 'cccccccc-0000-0000-0000-000000000003', 99999, 3)",
+        "UPDATE inventories SET reserved = 1 WHERE resource_class_id = 1",
+        "DELETE FROM consumers WHERE uuid = 'cccccccc-0000-0000-0000-000000000002'",
+        "DELETE FROM allocations WHERE consumer_id = 'cccccccc-0000-0000-0000-000000000002'",
+    ]),
+]
+
+
+def _history_of_writes(engine: sa.Engine) -> list[tuple]:
+    """The history the writes above leave, without ids, times and transaction tokens."""
+    from allotment.db.engine import Database
+
+    standard_names.sync(engine)
+    database = Database(engine)
+    # An outside writer's session, without the variables allotment's sessions keep.
+    outside = sa.create_engine(engine.url, poolclass=NullPool)
+    try:
+        for as_allotment, statements in _HISTORY_WRITES:
+            with (database.write() if as_allotment else outside.begin()) as conn:
+                for statement in statements:
+                    conn.exec_driver_sql(statement)
+    finally:
+        outside.dispose()
+    skip = {"id", "created_at", "txn"}
+    with engine.connect() as conn:
+        return [tuple(row) for table in (t.allocation_history, t.inventory_history)
+                for row in conn.execute(
+                    sa.select(*(c for c in table.c if c.name not in skip))
+                    .order_by(table.c.id))]
+
+
+def _mysql_history_triggers(engine: sa.Engine) -> dict[str, str]:
+    with engine.connect() as conn:
+        return dict(conn.execute(sa.text(
+            "SELECT TRIGGER_NAME, ACTION_STATEMENT FROM information_schema.TRIGGERS "
+            "WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME LIKE :pattern"),
+            {"pattern": "allotment\\_history\\_%"}).all())
+
+
+@pytest.mark.skipif("mysql" not in conftest._backends(), reason="MySQL's history triggers")
+def test_migration_0008_records_the_same_history_with_one_lookup(tmp_path):
+    """0008 reads an entry's names in one statement on MySQL/MariaDB: the same
+    entries as 0007's five lookups; down to 0007 restores those triggers as they were."""
+    with fresh_engine("mysql", tmp_path) as before, fresh_engine("mysql", tmp_path) as after:
+        migrate.upgrade(before, "0007")
+        migrate.upgrade(after, "0008")
+        triggers_0007 = _mysql_history_triggers(before)
+        triggers_0008 = _mysql_history_triggers(after)
+        assert set(triggers_0008) == set(triggers_0007) and len(triggers_0008) == 7
+        changed = {name for name in triggers_0008
+                   if triggers_0008[name] != triggers_0007[name]}
+        assert changed == {f"allotment_history_{table}_{event}"
+                           for table in ("allocations", "inventories")
+                           for event in ("INSERT", "UPDATE", "DELETE")}
+        assert not any(lookup in body for body in triggers_0008.values()
+                       for lookup in ("SET v_type", "SET v_uuid", "SET v_generation"))
+
+        recorded = _history_of_writes(before)
+        assert len(recorded) == 13
+        assert _history_of_writes(after) == recorded
+
+        with write_transaction(after) as conn:
+            command.downgrade(migrate._config(conn), "0007")
+        assert _mysql_history_triggers(after) == triggers_0007
+        migrate.upgrade(after)
+        assert _mysql_history_triggers(after) == triggers_0008
