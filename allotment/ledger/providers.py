@@ -499,15 +499,13 @@ def _narrowed(dialect: str, sel: sa.Select, required: list[_Membership],
     if dialect != "postgresql":
         return sel.where(*(_rp.c.id.in_(f.members()) for f in required),
                          *(_rp.c.id.not_in(f.members()) for f in forbidden))
-    others = required
-    if required and not by_key:
-        others = []
-        members: sa.Select | sa.CompoundSelect = (
-            required[0].members() if len(required) == 1
-            else sa.intersect(*(f.members() for f in required)))
-        sel = sel.where(_rp.c.id == sa.any_(sa.func.array(members.scalar_subquery())))
-    return sel.where(*(f.rows_of_provider() > 0 for f in others),
-                     *(f.rows_of_provider() == 0 for f in forbidden))
+    absent = (f.rows_of_provider() == 0 for f in forbidden)
+    if by_key or not required:
+        return sel.where(*(f.rows_of_provider() > 0 for f in required), *absent)
+    members: sa.Select | sa.CompoundSelect = (
+        required[0].members() if len(required) == 1
+        else sa.intersect(*(f.members() for f in required)))
+    return sel.where(_rp.c.id == sa.any_(sa.func.array(members.scalar_subquery())), *absent)
 
 
 def _with_traits(conn: sa.Connection, traits: TraitFilter, required: list[_Membership],
