@@ -46,7 +46,7 @@ import datetime
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
@@ -86,9 +86,13 @@ class Claim:
 
 # --- reading -----------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Held:
-    """One allocation row, with the names the API shows."""
+class Held(NamedTuple):
+    """One allocation row, with the names the API shows.
+
+    A named tuple rather than a frozen dataclass: nova-compute reads every
+    allocation of its host each minute, and building a frozen dataclass
+    costs three times as much per row (issue 40).
+    """
 
     provider_uuid: str
     provider_generation: int
@@ -206,19 +210,19 @@ def of_provider(conn: sa.Connection, uuid: str) -> tuple[int, list[Held]]:
     if not rows:
         raise ProviderNotFound(uuid)
     held = []
-    for row in rows:
-        if row.consumer_generation is None:  # no allocation, or its consumer is gone
+    standard = STANDARD_CLASS_NAMES
+    # Unpacked by position, in the select list's order: reading a row's
+    # columns by name costs twenty times more, and a busy host has hundreds.
+    for (_, provider_uuid, provider_generation, consumer_uuid, consumer_generation,
+         class_id, class_name, used, created_at, updated_at) in rows:
+        if consumer_generation is None:  # no allocation, or its consumer is gone
             continue
-        name = STANDARD_CLASS_NAMES.get(row.resource_class_id, row.class_name)
+        name = standard.get(class_id, class_name)
         if name is None:  # as the lookup of ``_to_held`` would have failed
-            raise KeyError(row.resource_class_id)
-        held.append(Held(provider_uuid=row.provider_uuid,
-                         provider_generation=row.provider_generation,
-                         consumer_uuid=row.consumer_uuid,
-                         consumer_generation=row.consumer_generation,
-                         resource_class=name, used=row.used,
-                         changed_at=row.updated_at or row.created_at))
-    return rows[0].generation, held
+            raise KeyError(class_id)
+        held.append(Held(provider_uuid, provider_generation, consumer_uuid,
+                         consumer_generation, name, used, updated_at or created_at))
+    return rows[0][0], held
 
 
 def delete_for_consumer(conn: sa.Connection, consumer_uuid: str) -> None:
