@@ -107,7 +107,8 @@ def concurrently(client: PlacementClient, calls: list, concurrency: int,
                 with lock:
                     timing.add(reply)
         finally:
-            client.close()
+            # Its own only: the other workers may still be answering their last.
+            client.close_own()
 
     with ThreadPoolExecutor(concurrency) as pool:
         for future in [pool.submit(worker) for _ in range(concurrency)]:

@@ -139,7 +139,9 @@ def measure(server: servers.RunningServer, kind: str, path: str, calls: int,
             reply = client.get(path)
             if reply.status != 200:
                 raise SystemExit(f"{kind}: {reply.describe()}")
-        client.close()
+        # Its own only: ``close`` would close the connections other senders
+        # are still using (http.client's ResponseNotReady in their getresponse).
+        client.close_own()
 
     with ThreadPoolExecutor(connections) as pool:  # warm every worker and connection
         list(pool.map(send, [20] * connections))
