@@ -336,8 +336,11 @@ def test_a_real_deadlock_inside_a_savepoint_is_run_again(database):
                 with conn.begin_nested():
                     lock(conn, "CUSTOM_SECOND")
                     second_locked.set()
+                    deadline = time.monotonic() + 30
                     with database.engine.connect() as watcher:
                         while not _waiting_for_a_lock(database, watcher):
+                            # Bounded: a blocker that failed never waits.
+                            assert time.monotonic() < deadline, blocker_errors
                             time.sleep(0.01)
                     lock(conn, "CUSTOM_FIRST")  # closes the cycle
             else:
