@@ -403,12 +403,12 @@ def _build_shape(dialect: str, by_name: bool, by_uuid: bool, in_tree: bool,
         return trait.c.name.in_(sa.bindparam(param, expanding=True))
 
     def trait_ids_of(param: str) -> sa.Select:
-        return sa.select(trait.c.id).where(names_in(param))
+        return _looked_up(pg, param, sa.select(trait.c.id).where(names_in(param)))
 
-    def agg_ids_of(params: list[str]) -> sa.Select:
+    def agg_ids_of(name: str, params: list[str]) -> sa.Select:
         arms = [sa.select(agg.c.id).where(agg.c.uuid == sa.bindparam(p)) for p in params]
-        return arms[0] if len(arms) == 1 else sa.select(
-            sa.union_all(*arms).subquery().c.id)
+        return _looked_up(pg, name, arms[0] if len(arms) == 1 else sa.select(
+            sa.union_all(*arms).subquery().c.id))
 
     sel = _select()
     if by_name:
@@ -425,12 +425,12 @@ def _build_shape(dialect: str, by_name: bool, by_uuid: bool, in_tree: bool,
     # Aggregates first, as in ``_list_built``.
     for i, size in enumerate(agg_sizes):
         required.append(_Membership(rpa, rpa.c.resource_provider_id, (ids_in(
-            rpa.c.aggregate_id, agg_ids_of([f"agg_{i}_{j}" for j in range(size)])),)))
+            rpa.c.aggregate_id, agg_ids_of(f"aggs_{i}", [f"agg_{i}_{j}" for j in range(size)])),)))
     required.extend(_Membership(rpt, rpt.c.resource_provider_id, (
         ids_in(rpt.c.trait_id, trait_ids_of(f"trait_{i}")),)) for i in range(trait_groups))
     if no_aggs:
         forbidden.append(_Membership(rpa, rpa.c.resource_provider_id, (ids_in(
-            rpa.c.aggregate_id, agg_ids_of([f"no_agg_{j}" for j in range(no_aggs)])),)))
+            rpa.c.aggregate_id, agg_ids_of("no_aggs", [f"no_agg_{j}" for j in range(no_aggs)])),)))
     if no_traits:
         forbidden.append(_Membership(rpt, rpt.c.resource_provider_id, (
             ids_in(rpt.c.trait_id, trait_ids_of("no_trait")),)))
@@ -443,6 +443,15 @@ def _build_shape(dialect: str, by_name: bool, by_uuid: bool, in_tree: bool,
         names_in("trait_names"))
     union: sa.CompoundSelect = sa.union_all(sel, count)
     return union.order_by(union.selected_columns.id)
+
+
+def _looked_up(pg: bool, name: str, ids: sa.Select) -> sa.Select:
+    """``ids`` as the subquery of a filter. On PostgreSQL a filter appears in
+    several places of the statement (``_narrowed``): as a CTE its ids are
+    looked up, and planned, once."""
+    if not pg:
+        return ids
+    return sa.select(ids.cte(name).c.id)
 
 
 def _list_built(conn: sa.Connection, q: ProviderQuery) -> list[Provider]:
@@ -487,13 +496,14 @@ def _narrowed(dialect: str, sel: sa.Select, required: list[_Membership],
     already found by a key (name, uuid, tree), the first required filter is
     read once and its providers fetched by id as ``id = ANY(ARRAY(...))``,
     which can only be probes of the primary key. With several required
-    filters the ids are those every filter reads (INTERSECT): each filter's
-    rows are read once by its own index, and a provider is fetched only when
-    it passes them all. Nova's sharing-provider query (four aggregates of
-    thousands of hosts, a trait none of them has) fetched and counted every
-    member of the aggregates when the aggregates alone came first: 40 ms of
-    the database per call at 10,000 hosts, most of its time in the cloud
-    day. A forbidden filter is a count of the provider's own rows by its
+    filters, one with fewer than ``_FEW`` rows drives: its providers are
+    fetched and each probed for the others. Nova's sharing-provider query
+    (four aggregates of thousands of hosts, a trait few providers or none
+    have) is driven by its trait. Only when every filter has many rows are
+    they all read and intersected (INTERSECT), each once by its own index:
+    an intersection of the aggregates' 5,700 members with an absent trait
+    was nearly half of the database's time in the cloud day at 10,000 hosts.
+    A forbidden filter is a count of the provider's own rows by its
     provider index; so is every required one when a key found the providers.
     """
     if dialect != "postgresql":
@@ -502,10 +512,39 @@ def _narrowed(dialect: str, sel: sa.Select, required: list[_Membership],
     absent = (f.rows_of_provider() == 0 for f in forbidden)
     if by_key or not required:
         return sel.where(*(f.rows_of_provider() > 0 for f in required), *absent)
-    members: sa.Select | sa.CompoundSelect = (
-        required[0].members() if len(required) == 1
-        else sa.intersect(*(f.members() for f in required)))
-    return sel.where(_rp.c.id == sa.any_(sa.func.array(members.scalar_subquery())), *absent)
+    if len(required) == 1:
+        only = sa.func.array(required[0].members().scalar_subquery())
+        return sel.where(_rp.c.id == sa.any_(only), *absent)
+    # Which filter drives. The last filters are counted first: traits and
+    # resources are cloud-wide and their counts stop after _FEW entries when
+    # their index is scanned in order; an aggregate's members are counted
+    # last, as the planner tends to read them whole into a bitmap first.
+    # A CTE referenced several times is computed once; each branch's ARRAY is
+    # an initplan, run only if its branch is taken.
+    counts = [(i, sa.select(sa.func.count()).select_from(f.members().limit(_FEW).subquery())
+               .scalar_subquery()) for i, f in enumerate(required)]
+    choice_cte = sa.select(sa.case(*((c < _FEW, i) for i, c in reversed(counts)),
+                                   else_=-1).label("driver")).cte("driver")
+    driver = sa.select(choice_cte.c.driver).scalar_subquery()
+    ids = sa.case(
+        *((driver == i, sa.func.array(f.members().scalar_subquery()))
+          for i, f in enumerate(required)),
+        else_=sa.func.array(sa.intersect(*(f.members() for f in required)).scalar_subquery()))
+    # The driver's providers are probed for the other filters; the
+    # intersection's pass them all already.
+    probed = sa.case(
+        *((driver == i, sa.and_(*(g.rows_of_provider() > 0
+                                  for j, g in enumerate(required) if j != i)))
+          for i in range(len(required))),
+        else_=sa.true())
+    return sel.where(_rp.c.id == sa.any_(ids), probed, *absent)
+
+
+# A filter with fewer matching rows than this drives a provider query: its
+# providers are fetched and probed for the other filters. Counting up to it
+# costs a read of that many index entries, far less than reading thousands
+# of aggregate members to intersect them with a trait few providers have.
+_FEW = 256
 
 
 def _with_traits(conn: sa.Connection, traits: TraitFilter, required: list[_Membership],
