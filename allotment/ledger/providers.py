@@ -515,15 +515,14 @@ def _narrowed(dialect: str, sel: sa.Select, required: list[_Membership],
     if len(required) == 1:
         only = sa.func.array(required[0].members().scalar_subquery())
         return sel.where(_rp.c.id == sa.any_(only), *absent)
-    # Which filter drives. The last filters are counted first: traits and
-    # resources are cloud-wide and their counts stop after _FEW entries when
-    # their index is scanned in order; an aggregate's members are counted
-    # last, as the planner tends to read them whole into a bitmap first.
-    # A CTE referenced several times is computed once; each branch's ARRAY is
-    # an initplan, run only if its branch is taken.
-    counts = [(i, sa.select(sa.func.count()).select_from(f.members().limit(_FEW).subquery())
-               .scalar_subquery()) for i, f in enumerate(required)]
-    choice_cte = sa.select(sa.case(*((c < _FEW, i) for i, c in reversed(counts)),
+    # Which filter drives: the first counted with fewer than _FEW rows, the
+    # cheapest counts first (_counting_cost). A CTE referenced several times
+    # is computed once; each branch's ARRAY is an initplan, run only if its
+    # branch is taken.
+    counts = sorted(((i, sa.select(sa.func.count()).select_from(
+        f.members().limit(_FEW).subquery()).scalar_subquery()) for i, f in enumerate(required)),
+        key=lambda counted: _counting_cost(required[counted[0]]))
+    choice_cte = sa.select(sa.case(*((c < _FEW, i) for i, c in counts),
                                    else_=-1).label("driver")).cte("driver")
     driver = sa.select(choice_cte.c.driver).scalar_subquery()
     ids = sa.case(
@@ -538,6 +537,18 @@ def _narrowed(dialect: str, sel: sa.Select, required: list[_Membership],
           for i in range(len(required))),
         else_=sa.true())
     return sel.where(_rp.c.id == sa.any_(ids), probed, *absent)
+
+
+def _counting_cost(f: _Membership) -> int:
+    """How dear counting a filter's first rows is, in order. A trait's count
+    stops after _FEW entries of its index when the index is read in order;
+    an aggregate's members tend to be read whole into a bitmap first (the
+    aggregate's size); each provider counted for resources sums its usage."""
+    if f.table is t.resource_provider_traits:
+        return 0
+    if f.table is t.resource_provider_aggregates:
+        return 1
+    return 2
 
 
 # A filter with fewer matching rows than this drives a provider query: its
