@@ -298,10 +298,19 @@ def test_a_real_deadlock_inside_a_savepoint_is_run_again(database):
     with database.engine.begin() as conn:
         for name in ("CUSTOM_FIRST", "CUSTOM_SECOND", *(f"CUSTOM_BULK{n}" for n in range(6))):
             resource_classes.create(conn, name)
+        ids = dict(conn.execute(sa.select(classes.c.name, classes.c.id)).all())
 
     def lock(conn: sa.Connection, *names: str) -> None:
-        conn.execute(classes.update().where(classes.c.name.in_(names))
-                     .values(updated_at=sa.func.now()))
+        # One row at a time by its primary key: exactly the rows named are
+        # locked, whatever the plan. InnoDB runs the seven names' IN list as a
+        # scan of the whole primary key; under READ COMMITTED it keeps only the
+        # matching rows' locks, but a transaction under REPEATABLE READ keeps
+        # every row's it read. The attempt's first update would then wait for
+        # the blocker, which waits for it: the hang, then the bounded failure,
+        # that CI showed twice.
+        for name in names:
+            conn.execute(classes.update().where(classes.c.id == ids[name])
+                         .values(updated_at=sa.func.now()))
 
     second_locked = threading.Event()
     blocker_errors: list[BaseException] = []
