@@ -287,6 +287,28 @@ def _waiting_for_a_lock(database, conn: sa.Connection) -> bool:
         " WHERE trx_state = 'LOCK WAIT'").scalar())
 
 
+def _sessions(database, conn: sa.Connection) -> list[tuple]:
+    """What every session of the test's database is doing, for a failure's
+    message: this test has failed in full CI runs only, never alone."""
+    if database.backend == "postgresql":
+        query = ("SELECT pid, state, wait_event_type, wait_event, left(query, 120)"
+                 " FROM pg_stat_activity WHERE datname = current_database()")
+    else:
+        query = ("SELECT p.id, p.command, p.time, p.state, left(p.info, 120), t.trx_state,"
+                 " t.trx_isolation_level, t.trx_rows_locked, left(t.trx_query, 120)"
+                 " FROM information_schema.processlist p LEFT JOIN"
+                 " information_schema.innodb_trx t ON t.trx_mysql_thread_id = p.id"
+                 " WHERE p.db = DATABASE()")
+    return [tuple(row) for row in conn.exec_driver_sql(query)]
+
+
+def _session_of(database, conn: sa.Connection) -> tuple:
+    """The server's id of ``conn``'s session, and whether it commits each statement."""
+    if database.backend == "postgresql":
+        return tuple(conn.exec_driver_sql("SELECT pg_backend_pid(), 'off'").one())
+    return tuple(conn.exec_driver_sql("SELECT CONNECTION_ID(), @@autocommit").one())
+
+
 def test_a_real_deadlock_inside_a_savepoint_is_run_again(database):
     # The real thing rather than a constructed exception: the chain SQLAlchemy
     # builds when MySQL kills a transaction inside a savepoint (the failed
@@ -314,6 +336,7 @@ def test_a_real_deadlock_inside_a_savepoint_is_run_again(database):
 
     second_locked = threading.Event()
     blocker_errors: list[BaseException] = []
+    sessions: dict[str, tuple] = {}
 
     def blocker() -> None:
         # Heavier than the attempt (seven rows changed against one) so that
@@ -324,6 +347,7 @@ def test_a_real_deadlock_inside_a_savepoint_is_run_again(database):
             with database.engine.connect() as conn, conn.begin():
                 if database.backend == "postgresql":
                     conn.exec_driver_sql("SET LOCAL deadlock_timeout = '20s'")
+                sessions["blocker"] = _session_of(database, conn)
                 lock(conn, "CUSTOM_FIRST", *(f"CUSTOM_BULK{n}" for n in range(6)))
                 first_locked.set()
                 assert second_locked.wait(30)
@@ -340,6 +364,7 @@ def test_a_real_deadlock_inside_a_savepoint_is_run_again(database):
             if calls == 1:
                 if database.backend == "postgresql":
                     conn.exec_driver_sql("SET LOCAL deadlock_timeout = '100ms'")
+                sessions["attempt"] = _session_of(database, conn)
                 thread.start()
                 assert first_locked.wait(30)
                 with conn.begin_nested():
@@ -349,7 +374,10 @@ def test_a_real_deadlock_inside_a_savepoint_is_run_again(database):
                     with database.engine.connect() as watcher:
                         while not _waiting_for_a_lock(database, watcher):
                             # Bounded: a blocker that failed never waits.
-                            assert time.monotonic() < deadline, blocker_errors
+                            assert time.monotonic() < deadline, (
+                                f"blocker errors {blocker_errors}, blocker alive "
+                                f"{thread.is_alive()}, sessions {sessions}, "
+                                f"server {_sessions(database, watcher)}")
                             time.sleep(0.01)
                     lock(conn, "CUSTOM_FIRST")  # closes the cycle
             else:
