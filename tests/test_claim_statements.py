@@ -33,6 +33,14 @@ REPLACE = 10
 MOVE = 11
 RELEASE = 5
 
+
+
+def _most(database: Any, statements: int) -> int:
+    """The bound on ``database``'s backend: PostgreSQL sends the write context
+    in its BEGIN's round trip (allotment.db.engine), one statement fewer."""
+    return statements - 1 if database.backend == "postgresql" else statements
+
+
 # Not counted: a transaction's BEGIN (PyMySQL sends none; PostgreSQL's, sent
 # unseen by psycopg before, is a statement of ours since reads run in
 # autocommit, the same round trip; SQLite's is in process), and SQLite's
@@ -122,7 +130,7 @@ def test_new_instance(client: PlacementClient, database: Any, cloud: Any) -> Non
         response = client.request("PUT", f"/allocations/{uuid.uuid4()}", _claim(source, None),
                                   version=VERSION)
     assert response.status == 204, response
-    assert counter.total <= NEW_INSTANCE, counter.report()
+    assert counter.total <= _most(database, NEW_INSTANCE), counter.report()
 
 
 def test_replace(client: PlacementClient, database: Any, cloud: Any) -> None:
@@ -134,7 +142,7 @@ def test_replace(client: PlacementClient, database: Any, cloud: Any) -> None:
         response = client.request("PUT", f"/allocations/{consumer}", _claim(dest, 1),
                                   version=VERSION)
     assert response.status == 204, response
-    assert counter.total <= REPLACE, counter.report()
+    assert counter.total <= _most(database, REPLACE), counter.report()
 
 
 def test_move(client: PlacementClient, database: Any, cloud: Any) -> None:
@@ -152,7 +160,7 @@ def test_move(client: PlacementClient, database: Any, cloud: Any) -> None:
     with counting(database.engine) as counter:
         response = client.request("POST", "/allocations", body, version=VERSION)
     assert response.status == 204, response
-    assert counter.total <= MOVE, counter.report()
+    assert counter.total <= _most(database, MOVE), counter.report()
 
 
 def test_release(client: PlacementClient, database: Any, cloud: Any) -> None:
@@ -163,4 +171,4 @@ def test_release(client: PlacementClient, database: Any, cloud: Any) -> None:
     with counting(database.engine) as counter:
         response = client.request("DELETE", f"/allocations/{consumer}", version=VERSION)
     assert response.status == 204, response
-    assert counter.total <= RELEASE, counter.report()
+    assert counter.total <= _most(database, RELEASE), counter.report()

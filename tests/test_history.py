@@ -383,3 +383,20 @@ def test_request_ids_travel_with_the_write_not_the_thread(client, database):
     [entry] = _entries(client, "/history/allocations", consumer_uuid=unstamped)
     assert (entry["writer"], entry["request_id"], entry["global_request_id"]) == (
         "allotment", None, None)
+
+
+def test_request_ids_are_recorded_as_they_are_whatever_they_hold(client, database):
+    """PostgreSQL sends the ids written into its BEGIN's statement (one round
+    trip): quotes, backslashes and statement breaks stay data."""
+    rp = provider_with(client, "cn1", VCPU=8)
+    with database.db.read() as conn:
+        rp_id = conn.execute(sa.select(t.resource_providers.c.id)
+                             .where(t.resource_providers.c.uuid == rp)).scalar_one()
+    consumer = str(uuid.uuid4())
+    ids = RequestIds("req-'); SELECT pg_sleep(1); --", "it's \\'%s\\0")
+    retry.run_write(database.db, lambda conn: conn.execute(t.allocations.insert().values(
+        resource_provider_id=rp_id, consumer_id=consumer, resource_class_id=0, used=1)),
+        ids=ids)
+    [entry] = _entries(client, "/history/allocations", consumer_uuid=consumer)
+    assert (entry["request_id"], entry["global_request_id"]) == (
+        ids.request_id, ids.global_request_id)

@@ -29,13 +29,17 @@ isolation level in the same statement.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any, cast
 
+import psycopg
 import sqlalchemy as sa
+from psycopg import sql as psycopg_sql
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.engine.interfaces import DBAPIConnection
@@ -43,7 +47,13 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from allotment.db import availability, errors
-from allotment.db.writer import NO_REQUEST, RequestIds, WriteContext
+from allotment.db.writer import (
+    NO_REQUEST,
+    PG_CONTEXT_AT_BEGIN,
+    RequestIds,
+    WriteContext,
+    pg_context_statement,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -158,7 +168,22 @@ def _configure_postgresql(engine: Engine) -> None:
         options = conn.get_execution_options()
         if options.get(PLAIN_READ):
             return
+        ids = options.get(PG_CONTEXT_AT_BEGIN)
+        if ids is not None:
+            # A write's context in its BEGIN's round trip: without parameters
+            # psycopg sends both statements as one simple query. Passed none
+            # at all (not even empty ones): psycopg would read the literals'
+            # "%s" and "%%" as placeholders.
+            quote = functools.partial(_pg_literal, cast("psycopg.Connection[Any]", raw))
+            conn.exec_driver_sql(f"{PG_BEGIN}; {pg_context_statement(ids, quote)}",
+                                 execution_options={"no_parameters": True})
+            return
         conn.exec_driver_sql(PG_BEGIN_SNAPSHOT if options.get(ONE_SNAPSHOT) else PG_BEGIN)
+
+
+def _pg_literal(dbapi_conn: psycopg.Connection[Any], value: str) -> str:
+    """``value`` as a string literal, quoted by psycopg for this connection."""
+    return psycopg_sql.Literal(value).as_string(dbapi_conn)
 
 
 def _configure_sqlite(engine: Engine, synchronous: bool) -> None:
@@ -228,6 +253,8 @@ class Database:
             with self.engine.connect() as conn:
                 if write:
                     conn.execution_options(allotment_write=True)
+                    if self.backend == "postgresql":
+                        conn.execution_options(**{PG_CONTEXT_AT_BEGIN: ids})
                 elif self.backend == "postgresql":
                     conn.execution_options(**{ONE_SNAPSHOT if one_snapshot else PLAIN_READ: True})
                 with conn.begin():

@@ -31,6 +31,7 @@ that sets the context, nothing that imports the rest of allotment.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -56,6 +57,11 @@ MYSQL_HISTORY_SEEN = "@allotment_history_seen"
 
 # SQLite: the context table (one row, id 1, only inside our transactions).
 SQLITE_CONTEXT = "allotment_write_context"
+
+# PostgreSQL: the execution option of a write Connection whose BEGIN carries
+# its context (``pg_context_statement``), one round trip for both; holds the
+# request's ids.
+PG_CONTEXT_AT_BEGIN = "allotment_context_at_begin"
 
 _PG_SET = sa.text(
     f"SELECT set_config('{PG_WRITER}', '{WRITER_ALLOTMENT}', true), "
@@ -85,6 +91,15 @@ class RequestIds:
 NO_REQUEST = RequestIds()
 
 
+def pg_context_statement(ids: RequestIds, literal: Callable[[str], str]) -> str:
+    """The PostgreSQL context as one statement with its values written in
+    (quoted by ``literal``, the driver's), to be sent with the transaction's
+    BEGIN: a statement with parameters must travel alone."""
+    return (f"SELECT set_config('{PG_WRITER}', '{WRITER_ALLOTMENT}', true), "
+            f"set_config('{PG_REQUEST_ID}', {literal(ids.request_id or '')}, true), "
+            f"set_config('{PG_GLOBAL_REQUEST_ID}', {literal(ids.global_request_id or '')}, true)")
+
+
 class WriteContext:
     """Marks a database's write transactions as allotment's (one per Database)."""
 
@@ -97,6 +112,8 @@ class WriteContext:
         """First statement of a write transaction: who writes, for which request."""
         request_id, global_request_id = ids.request_id, ids.global_request_id
         if self.dialect == "postgresql":
+            if conn.get_execution_options().get(PG_CONTEXT_AT_BEGIN) is not None:
+                return  # sent with the BEGIN (allotment.db.engine)
             conn.execute(_PG_SET, {"request_id": request_id or "",
                                    "global_request_id": global_request_id or ""})
         elif self.dialect == "mysql":
