@@ -50,7 +50,7 @@ def test_db_upgrade_is_idempotent_and_status_checks(tmp_path: Path,
         assert cli.main(["db", "upgrade", "--database-url", url]) == 0
         assert "revision" in capsys.readouterr().out
     assert cli.main(["db", "version", "--database-url", url]) == 0
-    assert capsys.readouterr().out.strip() == migrate.head() == "0008"
+    assert capsys.readouterr().out.strip() == migrate.head() == "0009"
     code = cli.main(["status", "upgrade", "check", "--database-url", url])
     assert code == 0 and "Success" in capsys.readouterr().out
 

@@ -302,5 +302,100 @@ def test_migration_0008_records_the_same_history_with_one_lookup(tmp_path):
         with write_transaction(after) as conn:
             command.downgrade(migrate._config(conn), "0007")
         assert _mysql_history_triggers(after) == triggers_0007
-        migrate.upgrade(after)
+        migrate.upgrade(after, "0008")
         assert _mysql_history_triggers(after) == triggers_0008
+
+
+# A claim's statements in allotment's transactions: a new instance (its delete
+# finds nothing), then a replacement of its rows (delete, insert: merged), two
+# consumers' rows in one statement.
+_CLAIMS: list[tuple[bool, list[str]]] = [
+    (True, [
+        "DELETE FROM allocations WHERE consumer_id = 'cccccccc-0000-0000-0000-000000000004'",
+        "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used) "
+        "VALUES (1, 'cccccccc-0000-0000-0000-000000000004', 0, 1), "
+        "(1, 'cccccccc-0000-0000-0000-000000000004', 1, 256)",
+    ]),
+    (True, [
+        "DELETE FROM allocations WHERE consumer_id = 'cccccccc-0000-0000-0000-000000000004'",
+        "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used) "
+        "VALUES (1, 'cccccccc-0000-0000-0000-000000000004', 0, 2), "
+        "(1, 'cccccccc-0000-0000-0000-000000000004', 1, 256), "
+        "(1, 'cccccccc-0000-0000-0000-000000000005', 0, 1)",
+    ]),
+]
+
+_TRIGGER_WORK = sa.text(
+    "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.SESSION_STATUS "
+    "WHERE VARIABLE_NAME IN ('HANDLER_READ_KEY', 'COM_INSERT')")
+
+
+def _mysql_allocation_triggers(engine: sa.Engine) -> dict[str, str]:
+    with engine.connect() as conn:
+        return dict(conn.execute(sa.text(
+            "SELECT TRIGGER_NAME, ACTION_STATEMENT FROM information_schema.TRIGGERS "
+            "WHERE TRIGGER_SCHEMA = DATABASE() AND EVENT_OBJECT_TABLE = 'allocations'")).all())
+
+
+def _claim_work(engine: sa.Engine) -> tuple[list[tuple], list[tuple], dict[str, int]]:
+    """The writes above, then the claims: the history, the change rows (kind,
+    ref) of the claims, and the index lookups and inserts the new instance's
+    insert ran."""
+    from allotment.db.engine import Database
+
+    history = _history_of_writes(engine)
+    database = Database(engine)
+    with engine.connect() as conn:
+        last_change = conn.execute(sa.text("SELECT MAX(id) FROM allotment_changes")).scalar()
+    work: dict[str, int] = {}
+    for _as_allotment, statements in _CLAIMS:
+        with database.write() as conn:
+            for statement in statements:
+                before = dict(conn.execute(_TRIGGER_WORK).all())
+                conn.exec_driver_sql(statement)
+                after = dict(conn.execute(_TRIGGER_WORK).all())
+                if not work and statement.startswith("INSERT"):
+                    work = {name: int(after[name]) - int(before[name]) for name in after}
+    skip = {"id", "created_at", "txn"}
+    with engine.connect() as conn:
+        history = [tuple(row) for row in conn.execute(
+            sa.select(*(c for c in t.allocation_history.c if c.name not in skip))
+            .order_by(t.allocation_history.c.id))]
+        changes = [tuple(row) for row in conn.execute(sa.text(
+            "SELECT kind, ref FROM allotment_changes WHERE id > :last ORDER BY id"),
+            {"last": last_change})]
+    return history, changes, work
+
+
+@pytest.mark.skipif("mysql" not in conftest._backends(), reason="MySQL's allocation triggers")
+def test_migration_0009_records_the_same_with_fewer_statements(tmp_path):
+    """0009 on MySQL/MariaDB: the same history and the same providers logged,
+    without looking for entries to merge within the statement that wrote them
+    and with one change row per provider and statement; down to 0008 restores
+    its triggers as they were."""
+    with fresh_engine("mysql", tmp_path) as before, fresh_engine("mysql", tmp_path) as after:
+        migrate.upgrade(before, "0008")
+        migrate.upgrade(after, "0009")
+        triggers_0008 = _mysql_allocation_triggers(before)
+        triggers_0009 = _mysql_allocation_triggers(after)
+        assert {name for name in triggers_0009 if triggers_0009[name] != triggers_0008[name]} \
+            == {f"allotment_{kind}_allocations_{event}" for kind, events in
+                (("history", ("INSERT", "UPDATE", "DELETE")), ("log", ("INSERT", "DELETE")))
+                for event in events}
+
+        history_0008, changes_0008, work_0008 = _claim_work(before)
+        history_0009, changes_0009, work_0009 = _claim_work(after)
+        # The claims' entries: merged across statements, as before.
+        assert history_0009 == history_0008 and len(history_0008) == 8 + 5
+        assert set(changes_0009) == set(changes_0008) == {(3, 1)}
+        assert len(changes_0009) == 3 < len(changes_0008)
+        # The new instance's two rows: no lookup for an entry to merge with
+        # (one fewer index lookup), one change row (one fewer insert).
+        assert work_0009["HANDLER_READ_KEY"] == work_0008["HANDLER_READ_KEY"] - 1
+        assert work_0009["COM_INSERT"] == work_0008["COM_INSERT"] - 1
+
+        with write_transaction(after) as conn:
+            command.downgrade(migrate._config(conn), "0008")
+        assert _mysql_allocation_triggers(after) == triggers_0008
+        migrate.upgrade(after)
+        assert _mysql_allocation_triggers(after) == triggers_0009

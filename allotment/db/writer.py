@@ -54,6 +54,12 @@ MYSQL_GLOBAL_REQUEST_ID = "@allotment_global_request_id"
 # Set by the history triggers themselves: the token of the transaction that
 # last wrote entries in this session.
 MYSQL_HISTORY_SEEN = "@allotment_history_seen"
+# Set by them too (migration 0009): the start (NOW(6)) of the statement that
+# wrote that transaction's first entries.
+MYSQL_HISTORY_FIRST = "@allotment_history_first"
+# Set by the change log's allocation triggers (migration 0009): the
+# transaction, statement and provider whose change row was written last.
+MYSQL_LOG_LAST = "@allotment_log_last"
 
 # SQLite: the context table (one row, id 1, only inside our transactions).
 SQLITE_CONTEXT = "allotment_write_context"
