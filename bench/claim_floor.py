@@ -14,6 +14,13 @@ with them disabled (PostgreSQL) or dropped (MariaDB)::
     .venv/bin/python bench/claim_floor.py                   # both databases
     .venv/bin/python bench/claim_floor.py --db postgresql --rounds 3
 
+With the triggers, each claim also marks its transaction as allotment's, as
+allotment's writes do (``allotment.db.writer``): on PostgreSQL the
+``set_config`` statement in the BEGIN's round trip, on MariaDB the ``SET`` of
+the session variables as the transaction's first statement. The history then
+records the claim as allotment's, and merges what it can, as it does behind
+the API; without the mark the triggers would take an outside writer's path.
+
 Rounds alternate with and without triggers, so a busy machine weighs on
 both alike. Reported: claims per second of each run and the median of each
 variant, and the share of the floor the triggers take. Compare with
@@ -68,6 +75,7 @@ class FloorDatabase:
     def __init__(self, backend: str, providers: int, triggers: bool,
                  instances: int = 20) -> None:
         self.backend = backend
+        self.triggers = triggers
         admin = normalize_url(SERVERS[backend])
         self.name = f"allotment_bench_floor_{uuid.uuid4().hex[:8]}"
         self.admin = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
@@ -163,9 +171,15 @@ class FloorDatabase:
 
 def pgbench_script(db: FloorDatabase, providers: int) -> str:
     """One claim as pgbench sends it (simple protocol: values are pasted in)."""
+    # The write context in the BEGIN's round trip (``\\;``: one compound
+    # statement), as allotment sends it.
+    begin = ("BEGIN \\; SELECT set_config('allotment.writer', 'allotment', true), "
+             "set_config('allotment.request_id', 'req-floor', true), "
+             "set_config('allotment.global_request_id', '', true);"
+             if db.triggers else "BEGIN;")
     return "\n".join([
         f"\\set rp random(1, {providers})",
-        "BEGIN;",
+        begin,
         "SELECT id, generation FROM resource_providers WHERE uuid = "
         "'00000000-0000-4000-8000-' || lpad(:rp::text, 12, '0') FOR UPDATE;",
         db.inventories_with_usage(":rp") + ";",
@@ -209,8 +223,13 @@ def mariadb_claims(db: FloorDatabase, providers: int, count: int, seed: int) -> 
     for _ in range(count):
         n = draw.randint(1, providers)
         consumer = f"'{uuid.uuid4()}'"
+        # allotment's write context: its own statement, as allotment sends it.
+        context = ([f"SET @allotment_writer = 'allotment', @allotment_txn = "
+                    f"{draw.getrandbits(62)}, @allotment_request_id = 'req-floor', "
+                    "@allotment_global_request_id = NULL;"] if db.triggers else [])
         lines += [
             "START TRANSACTION;",
+            *context,
             "SELECT id, generation FROM resource_providers "
             f"WHERE uuid = '{provider_uuid(n)}' FOR UPDATE;",
             db.inventories_with_usage(str(n)) + ";",

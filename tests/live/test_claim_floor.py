@@ -4,8 +4,9 @@ A floor that skipped part of a claim, or whose triggers were not what it
 says, would make every comparison with it wrong: each variant runs briefly
 on both servers and the database is then read back. Every claim left one
 consumer, its three allocation rows and one more generation on its
-provider; with allotment's triggers the history recorded each row, and with
-them off nothing did.
+provider; with allotment's triggers the history recorded each row as
+allotment's (the floor marks its transactions as allotment's writes do), and
+with them off nothing did.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ def test_the_floor_does_a_claims_work(backend: str, triggers: bool) -> None:
         "generations": "SELECT SUM(generation) FROM resource_providers",
         "allocated consumers": "SELECT COUNT(DISTINCT consumer_id) FROM allocations",
         "history": "SELECT COUNT(*) FROM allotment_allocation_history",
+        # Marked as allotment's writes, as behind the API.
+        "history as allotment's": "SELECT COUNT(*) FROM allotment_allocation_history "
+                                  "WHERE writer = 'allotment' AND request_id = 'req-floor'",
     }
 
     def counts() -> dict[str, int]:
@@ -65,5 +69,6 @@ def test_the_floor_does_a_claims_work(backend: str, triggers: bool) -> None:
         assert added["generations"] == claims, added
         assert added["allocated consumers"] == claims, added
         assert added["history"] == (3 * claims if triggers else 0), added
+        assert added["history as allotment's"] == added["history"], added
     finally:
         db.close()
