@@ -307,10 +307,13 @@ def test_migration_0008_records_the_same_history_with_one_lookup(tmp_path):
 
 
 # A claim's statements in allotment's transactions: a new instance (its delete
-# finds nothing), then a replacement of its rows (delete, insert: merged), two
-# consumers' rows in one statement.
+# finds nothing; its second row takes its names from the first's), then a
+# replacement of its rows (delete, insert: merged), two consumers' rows in one
+# statement (the second consumer has no row: its names are NULL).
 _CLAIMS: list[tuple[bool, list[str]]] = [
     (True, [
+        "INSERT INTO consumers (uuid, project_id, user_id, consumer_type_id, generation) "
+        "VALUES ('cccccccc-0000-0000-0000-000000000004', 2, 1, 1, 0)",
         "DELETE FROM allocations WHERE consumer_id = 'cccccccc-0000-0000-0000-000000000004'",
         "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used) "
         "VALUES (1, 'cccccccc-0000-0000-0000-000000000004', 0, 1), "
@@ -354,7 +357,7 @@ def _claim_work(engine: sa.Engine) -> tuple[list[tuple], list[tuple], dict[str, 
                 before = dict(conn.execute(_TRIGGER_WORK).all())
                 conn.exec_driver_sql(statement)
                 after = dict(conn.execute(_TRIGGER_WORK).all())
-                if not work and statement.startswith("INSERT"):
+                if not work and statement.startswith("INSERT INTO allocations"):
                     work = {name: int(after[name]) - int(before[name]) for name in after}
     skip = {"id", "created_at", "txn"}
     with engine.connect() as conn:
@@ -370,9 +373,10 @@ def _claim_work(engine: sa.Engine) -> tuple[list[tuple], list[tuple], dict[str, 
 @pytest.mark.skipif("mysql" not in conftest._backends(), reason="MySQL's allocation triggers")
 def test_migration_0009_records_the_same_with_fewer_statements(tmp_path):
     """0009 on MySQL/MariaDB: the same history and the same providers logged,
-    without looking for entries to merge within the statement that wrote them
-    and with one change row per provider and statement; down to 0008 restores
-    its triggers as they were."""
+    without looking for entries to merge within the statement that wrote them,
+    with names looked up once per statement, consumer and provider, and with
+    one change row per provider and statement; down to 0008 restores its
+    triggers as they were."""
     with fresh_engine("mysql", tmp_path) as before, fresh_engine("mysql", tmp_path) as after:
         migrate.upgrade(before, "0008")
         migrate.upgrade(after, "0009")
@@ -385,13 +389,17 @@ def test_migration_0009_records_the_same_with_fewer_statements(tmp_path):
 
         history_0008, changes_0008, work_0008 = _claim_work(before)
         history_0009, changes_0009, work_0009 = _claim_work(after)
-        # The claims' entries: merged across statements, as before.
+        # The claims' entries: merged across statements, named, as before.
         assert history_0009 == history_0008 and len(history_0008) == 8 + 5
+        assert history_0009[8][1:4] == ("INSTANCE", "proj-b", "user-a")
+        assert history_0009[9][1:4] == history_0009[8][1:4]
         assert set(changes_0009) == set(changes_0008) == {(3, 1)}
         assert len(changes_0009) == 3 < len(changes_0008)
-        # The new instance's two rows: no lookup for an entry to merge with
-        # (one fewer index lookup), one change row (one fewer insert).
-        assert work_0009["HANDLER_READ_KEY"] == work_0008["HANDLER_READ_KEY"] - 1
+        # The new instance's two rows: the second one looks for no entry to
+        # merge with (one index lookup) and looks up its class's name alone
+        # (two or more: the consumer, its owner's rows, the provider); one
+        # change row (one fewer insert).
+        assert work_0009["HANDLER_READ_KEY"] <= work_0008["HANDLER_READ_KEY"] - 3
         assert work_0009["COM_INSERT"] == work_0008["COM_INSERT"] - 1
 
         with write_transaction(after) as conn:

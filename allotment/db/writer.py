@@ -57,6 +57,11 @@ MYSQL_HISTORY_SEEN = "@allotment_history_seen"
 # Set by them too (migration 0009): the start (NOW(6)) of the statement that
 # wrote that transaction's first entries.
 MYSQL_HISTORY_FIRST = "@allotment_history_first"
+# Set by them too (migration 0009): the transaction, statement, consumer and
+# provider whose names an allocation entry looked up last, and those names
+# (``MYSQL_HISTORY_NAMES`` followed by ``_type``, ``_project``, ``_user``,
+# ``_provider``).
+MYSQL_HISTORY_NAMES = "@allotment_history_names"
 # Set by the change log's allocation triggers (migration 0009): the
 # transaction, statement and provider whose change row was written last.
 MYSQL_LOG_LAST = "@allotment_log_last"

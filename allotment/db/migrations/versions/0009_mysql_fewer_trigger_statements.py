@@ -59,8 +59,37 @@ def _replaced(body: str, old: str, new: str) -> str:
     return body.replace(old, new)
 
 
+_NAMES = w.MYSQL_HISTORY_NAMES
+_CACHED = (("v_type", f"{_NAMES}_type"), ("v_project", f"{_NAMES}_project"),
+           ("v_user", f"{_NAMES}_user"), ("v_uuid", f"{_NAMES}_provider"))
+
+
+def _names_once(row: str, lookup: str) -> str:
+    """0008's lookup of ``row``'s names, done once per statement, consumer and
+    provider in allotment's transactions (the class's name every time)."""
+    key = (f"CONCAT({w.MYSQL_TXN}, '/', NOW(6), '/', {row}.consumer_id, '/', "
+           f"{row}.resource_provider_id)")
+    taken = ", ".join(f"{local} = {session}" for local, session in _CACHED)
+    kept = ", ".join(f"{session} = {local}" for local, session in _CACHED)
+    return f"""        IF {w.MYSQL_TXN} IS NOT NULL AND {_NAMES} = {key} THEN
+            SET {taken};
+            SET v_class = (SELECT name FROM resource_classes
+                            WHERE id = {row}.resource_class_id);
+        ELSE
+    {lookup.replace(chr(10) + "  ", chr(10) + "      ").rstrip()}
+            SET {_NAMES} = {key}, {kept};
+        END IF;
+"""
+
+
 def _history_body(body: str) -> str:
-    """0008's allocation history trigger, merging only with earlier statements."""
+    """0008's allocation history trigger, merging only with earlier statements
+    and looking names up once per statement, consumer and provider."""
+    joined = _migration("0008_mysql_history_one_lookup")
+    for row in ("NEW", "OLD"):
+        _old, lookup = joined._allocation_lookups(row)
+        if lookup in body:
+            body = body.replace(lookup, _names_once(row, lookup))
     body = _replaced(
         body,
         f"IF {w.MYSQL_TXN} IS NOT NULL AND {w.MYSQL_HISTORY_SEEN} = {w.MYSQL_TXN} THEN",
