@@ -181,6 +181,43 @@ def test_a_connection_lost_on_its_way_back_after_a_snapshot_is_let_go(database):
         db.engine.dispose()
 
 
+def test_a_pooled_connection_is_pinged_only_when_it_may_have_died(database, monkeypatch):
+    # issue 40: a ping on every checkout was a round trip on every request.
+    # A connection given back just now, whose socket has nothing to say, is
+    # used as it is; one idle for PING_AFTER_IDLE, or whose server has ended
+    # the session, is pinged, and a dead one replaced before the read.
+    if database.backend == "sqlite":
+        return  # no server, no ping
+    db = _one_connection(database)
+    pings = []
+    ping = db.engine.dialect.do_ping
+
+    def counted(dbapi_connection):
+        pings.append(1)
+        return ping(dbapi_connection)
+
+    monkeypatch.setattr(db.engine.dialect, "do_ping", counted)
+    try:
+        for _ in range(5):
+            with db.read() as conn:
+                assert conn.execute(sa.text("SELECT 1")).scalar() == 1
+        assert pings == []
+        monkeypatch.setattr(availability, "PING_AFTER_IDLE", 0.0)
+        with db.read() as conn:
+            raw = conn.connection.dbapi_connection
+            assert conn.execute(sa.text("SELECT 1")).scalar() == 1
+        assert len(pings) == 1
+        monkeypatch.undo()
+        monkeypatch.setattr(db.engine.dialect, "do_ping", counted)
+        _server_drops(database, raw)
+        with db.read() as conn:
+            assert conn.connection.dbapi_connection is not raw
+            assert conn.execute(sa.text("SELECT 2")).scalar() == 2
+        assert len(pings) == 2
+    finally:
+        db.engine.dispose()
+
+
 _LOCK_NOT_GRANTED = {
     "mysql": lambda: pymysql.err.OperationalError(
         1205, "Lock wait timeout exceeded; try restarting transaction"),

@@ -10,8 +10,8 @@ write retry loop and the error renderer to handle as before.
 ``is_disconnect`` asks the classifier (``allotment.db.errors``, whose
 ``Disconnect`` it is); the classifier's ``handle_error`` hook tells
 SQLAlchemy too, so every connection it condemns is invalidated with its pool
-(and replaced at the next checkout, where ``pool_pre_ping`` also catches
-connections that died while idle).
+(and replaced at the next checkout, where a ping catches connections that
+died while idle: ``install``).
 
 ``Outage`` logs one line when the database goes away and one when it is back
 (how long, how many requests were refused), per process, instead of a
@@ -22,6 +22,7 @@ traceback per request. ``wait_until_reachable`` is the start-up wait of
 from __future__ import annotations
 
 import logging
+import select
 import threading
 import time
 from collections.abc import Callable
@@ -68,16 +69,58 @@ def reason(exc: BaseException, url: sa.URL | None = None) -> str:
     return first
 
 
+# A pooled connection is pinged at checkout only when it may have died: when
+# it has been idle in the pool for this many seconds or more, or when its
+# socket is readable while no statement is under way (the server has said
+# something: a session ended by an administrator or a restart says why and
+# closes it, and a closed socket reads as its end). A busy server reuses its
+# connections within milliseconds, and a ping is a round trip: a tenth of a
+# millisecond of the server's CPU and some of the database's on every request
+# (issue 40), where a look at the socket costs a system call. What neither
+# would notice, a silent network (no answer, no reset), a ping would wait
+# for as long as the statement does.
+PING_AFTER_IDLE = 1.0
+_RETURNED_AT = "allotment_returned_at"
+
+
 def install(engine: Engine) -> None:
-    """Let the rollback of a connection returned to ``engine``'s pool (created with
-    ``pool_reset_on_return=None``) fail quietly when the server has just dropped it.
+    """Ping a pooled connection at checkout when it may have died
+    (``PING_AFTER_IDLE``); and let the rollback of a connection returned to
+    ``engine``'s pool (created with ``pool_reset_on_return=None`` and without
+    ``pool_pre_ping``) fail quietly when the server has just dropped it.
 
     (A restart between a commit and the check-in.) Instead of a traceback, one
-    debug line: the dead connection is replaced at its next checkout
-    (``pool_pre_ping``).
+    debug line, and the dead connection is closed: its pool slot reconnects
+    at its next checkout.
     """
+    @event.listens_for(engine, "connect")
+    def _connected(_dbapi_connection: DBAPIConnection,
+                   record: sa.pool.ConnectionPoolEntry) -> None:
+        record.info[_RETURNED_AT] = time.monotonic()  # as good as a ping
+
+    @event.listens_for(engine, "checkin")
+    def _returned(dbapi_connection: DBAPIConnection | None,
+                  record: sa.pool.ConnectionPoolEntry) -> None:
+        if dbapi_connection is not None:
+            record.info[_RETURNED_AT] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _ping_if_idle(dbapi_connection: DBAPIConnection, record: sa.pool.ConnectionPoolEntry,
+                      _proxy: sa.pool.PoolProxiedConnection) -> None:
+        returned = record.info.get(_RETURNED_AT)
+        if (returned is not None and time.monotonic() - returned < PING_AFTER_IDLE
+                and not _socket_has_news(dbapi_connection)):
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception as exc:
+            if not isinstance(errors.meaning(exc), errors.Disconnect):
+                raise
+            # The pool closes this connection and opens another in its place.
+            raise sa.exc.DisconnectionError(reason(exc)) from exc
+
     @event.listens_for(engine, "reset")
-    def _reset(dbapi_connection: DBAPIConnection, _record: sa.pool.ConnectionPoolEntry,
+    def _reset(dbapi_connection: DBAPIConnection, record: sa.pool.ConnectionPoolEntry,
                state: sa.pool.PoolResetState) -> None:
         if state.transaction_was_reset or not state.asyncio_safe:
             return  # what SQLAlchemy's own reset-on-return skips too
@@ -87,6 +130,23 @@ def install(engine: Engine) -> None:
             if not isinstance(errors.meaning(exc), errors.Disconnect):
                 raise
             LOG.debug("connection lost before its return to the pool: %s", reason(exc))
+            # Just given back, it would not be pinged before its next use.
+            record.invalidate(exc)
+
+
+def _socket_has_news(dbapi_connection: DBAPIConnection) -> bool:
+    """Whether the connection's socket can be read (or is closed) between
+    statements, when nothing is due; True when its socket cannot be found."""
+    try:
+        if hasattr(dbapi_connection, "fileno"):  # psycopg
+            fd = dbapi_connection.fileno()
+        else:  # PyMySQL keeps its socket in an attribute of its own
+            fd = dbapi_connection._sock.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLPRI)
+        return bool(poller.poll(0))
+    except Exception:
+        return True
 
 
 class Outage:

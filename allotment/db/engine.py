@@ -14,9 +14,10 @@ Every engine classifies its driver errors as SQLAlchemy raises them
 (``allotment.db.errors``). A database that cannot be reached (shut down,
 restarting, refusing, a connection lost mid-transaction) surfaces from both as
 ``availability.DatabaseUnavailable``; the transaction was rolled back (or
-never began). Pooled connections are checked before use (``pool_pre_ping``)
-and the pool is invalidated on a disconnect, so service resumes with the
-first request after the database is back.
+never began). Pooled connections idle for a second or more are checked
+before use (``availability.install``) and the pool is invalidated on a
+disconnect, so service resumes with the first request after the database is
+back.
 
 Round trips: every request pays for its statements' and for the transaction
 around them. On PostgreSQL a plain read (``Database.read()``) runs its
@@ -112,8 +113,8 @@ def create_engine(url: str | URL, *, sqlite_synchronous: bool = True,
         if "connect_timeout" not in parsed.query:
             kwargs["connect_args"] = {"connect_timeout": CONNECT_TIMEOUT}
         # The rollback of a connection coming back to the pool is
-        # availability.install's, which tolerates a connection just dropped.
-        kwargs["pool_pre_ping"] = True
+        # availability.install's, which tolerates a connection just dropped;
+        # so is the ping of a connection idle in the pool.
         kwargs["pool_reset_on_return"] = None
         kwargs["pool_recycle"] = recycle
         kwargs["pool_size"] = pool_size if pool_size else 10
