@@ -276,8 +276,21 @@ def test_a_broken_trigger_behind_a_failed_savepoint_rollback_is_reopened(databas
     assert reopened == ["allotment_log_allocations_update"]
 
 
+# How long the watcher below waits between two looks at MariaDB's
+# information_schema.innodb_trx. InnoDB fills that table from a cache that it
+# refreshes only when nobody has read it for 0.1 s (trx0i_s.cc,
+# CACHE_MIN_IDLE_TIME_US): a watcher looking every 10 ms kept reading the
+# snapshot of its first look, taken before the blocker began to wait, and saw
+# no lock wait for 30 s while the blocker had been waiting all along (its
+# session "Updating" for 30 s in the processlist). Whether the first look came
+# before the wait depended on the machine's load: the test failed only in
+# full CI runs, and at once when a checkout no longer paid for a ping.
+LOCK_WAIT_POLL = 0.15
+
+
 def _waiting_for_a_lock(database, conn: sa.Connection) -> bool:
-    """True while a transaction other than ``conn``'s waits for a row lock."""
+    """True while a transaction other than ``conn``'s waits for a row lock
+    (on MariaDB as of up to 0.1 s ago; look at most every ``LOCK_WAIT_POLL``)."""
     if database.backend == "postgresql":
         return bool(conn.exec_driver_sql(
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
@@ -288,8 +301,7 @@ def _waiting_for_a_lock(database, conn: sa.Connection) -> bool:
 
 
 def _sessions(database, conn: sa.Connection) -> list[tuple]:
-    """What every session of the test's database is doing, for a failure's
-    message: this test has failed in full CI runs only, never alone."""
+    """What every session of the test's database is doing, for a failure's message."""
     if database.backend == "postgresql":
         query = ("SELECT pid, state, wait_event_type, wait_event, left(query, 120)"
                  " FROM pg_stat_activity WHERE datname = current_database()")
@@ -378,7 +390,7 @@ def test_a_real_deadlock_inside_a_savepoint_is_run_again(database):
                                 f"blocker errors {blocker_errors}, blocker alive "
                                 f"{thread.is_alive()}, sessions {sessions}, "
                                 f"server {_sessions(database, watcher)}")
-                            time.sleep(0.01)
+                            time.sleep(LOCK_WAIT_POLL)
                     lock(conn, "CUSTOM_FIRST")  # closes the cycle
             else:
                 thread.join(30)
