@@ -59,7 +59,14 @@ class CountingContext(WriteContext):
         self._steps = 0
 
     def begin(self, conn: sa.Connection, ids: RequestIds = NO_REQUEST) -> None:
-        if self.dialect == "mysql":
+        if self.dialect == "postgresql":
+            # Counted from here, not from zero: PostgreSQL's "xact" counters
+            # hold every transaction of the session since its statistics were
+            # last flushed (at most once a second, when the session goes
+            # idle). A connection reused at once carried the previous writes'
+            # reads into this one's count.
+            self._start = int(conn.execute(_PG_HISTORY_READS).scalar_one())
+        elif self.dialect == "mysql":
             self._start = int(conn.execute(_MYSQL_READS).scalar_one())
         elif self.dialect == "sqlite":
             self._steps = 0
@@ -68,7 +75,7 @@ class CountingContext(WriteContext):
 
     def end(self, conn: sa.Connection) -> None:
         if self.dialect == "postgresql":
-            self.counts.append(int(conn.execute(_PG_HISTORY_READS).scalar_one()))
+            self.counts.append(int(conn.execute(_PG_HISTORY_READS).scalar_one()) - self._start)
         elif self.dialect == "mysql":
             self.counts.append(int(conn.execute(_MYSQL_READS).scalar_one()) - self._start)
         else:
