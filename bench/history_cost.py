@@ -53,6 +53,8 @@ DROP_HISTORY = {
 class _NoContext:
     """The write context switched off: what a claim costs without the history."""
 
+    with_begin = False  # nor sent with the BEGIN (PostgreSQL)
+
     def begin(self, conn: sa.Connection) -> None:
         pass
 

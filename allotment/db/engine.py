@@ -254,7 +254,7 @@ class Database:
             with self.engine.connect() as conn:
                 if write:
                     conn.execution_options(allotment_write=True)
-                    if self.backend == "postgresql":
+                    if self.write_context.with_begin:
                         conn.execution_options(**{PG_CONTEXT_AT_BEGIN: ids})
                 elif self.backend == "postgresql":
                     conn.execution_options(**{ONE_SNAPSHOT if one_snapshot else PLAIN_READ: True})

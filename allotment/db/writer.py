@@ -116,6 +116,9 @@ class WriteContext:
 
     def __init__(self, dialect: str) -> None:
         self.dialect = dialect
+        # PostgreSQL: the context goes in the BEGIN's round trip
+        # (``PG_CONTEXT_AT_BEGIN``), sent by the engine.
+        self.with_begin = dialect == "postgresql"
         # SQLite: the table exists from migration 0005 on; checked until found.
         self._sqlite_ready = False
 
