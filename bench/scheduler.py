@@ -158,7 +158,8 @@ def _run_half(group: Group, session: Session, path: str, half: int) -> LoopTally
                     break
                 done += 1
         finally:
-            session.client.close()
+            # Its own connection only: the other schedulers may still be sending.
+            session.client.close_own()
         return tally
 
     total = LoopTally(s.schedulers)
