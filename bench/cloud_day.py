@@ -113,7 +113,8 @@ class DayResult:
         """Why the run is not a result (the generator fell behind), or ""."""
         if self.lag_p99 > settings.lag_limit:
             return (f"the generator fell behind its schedule (p99 hand-out "
-                    f"{self.lag_p99 * 1000:.0f} ms late)")
+                    f"{self.lag_p99 * 1000:.0f} ms late; its longest collection "
+                    f"{self.tally.longest_collection * 1000:.0f} ms)")
         return ""
 
     @property
@@ -158,6 +159,7 @@ class DayResult:
                 "generator_cpu": self.generator_cpu, "rss": self.rss,
                 "cpu_per_call_s": self.cpu_per_call, "carried": carried, "verdict": why,
                 "dispatch_lag_p99_s": self.lag_p99, "not_sent": self.tally.not_sent,
+                "generator_longest_collection_s": self.tally.longest_collection,
                 "boots_per_s": self.boots_per_second,
                 "boots_per_s_scheduled": self.boot_rate_scheduled,
                 "conflicts_per_boot": self.conflicts_per_boot,
