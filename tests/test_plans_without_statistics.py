@@ -88,6 +88,30 @@ def fresh(request: pytest.FixtureRequest) -> Iterator[sa.Engine]:
         _drop_server_database(request.param, url)
 
 
+@pytest.fixture(scope="module", params=SERVERS)
+def analyzed(request: pytest.FixtureRequest) -> Iterator[sa.Engine]:
+    """A database of the bulk cloud, analyzed: statistics can mislead too.
+
+    With them PostgreSQL estimates a condition on an id looked up inside the
+    statement at a quarter of the table, and read a provider list's count
+    (``LIMIT 256``) by a sequential scan, betting on meeting 256 rows soon;
+    for a trait that no provider has, that was the whole table, on every
+    call (the cloud day at 20,000 hosts went down after ANALYZE)."""
+    url = _create_server_database(request.param)
+    engine = create_engine(url)
+    try:
+        bulk_cloud.load(engine)
+        with engine.begin() as conn:
+            if engine.dialect.name == "postgresql":
+                conn.exec_driver_sql("ANALYZE")
+            else:
+                conn.exec_driver_sql("ANALYZE TABLE " + ", ".join(sorted(LARGE)))
+        yield engine
+    finally:
+        engine.dispose()
+        _drop_server_database(request.param, url)
+
+
 def _claim(conn: sa.Connection) -> None:
     allocations.write(conn, [allocations.Claim(
         consumer_uuid="99999999-0000-4000-8000-000000000001",
@@ -224,8 +248,14 @@ def _statements(engine: sa.Engine, run: Callable[[sa.Connection], object]
 
 
 def _postgresql_scans(plan: dict[str, Any], found: list[str]) -> None:
+    executed = "Actual Loops" in plan
+    if executed and plan["Actual Loops"] == 0:
+        return  # a branch of the statement this execution did not take
     node, table = plan.get("Node Type"), plan.get("Relation Name")
-    if node in ("Hash Join", "Merge Join"):
+    # Without statistics a hash or merge join was the planner guessing; run,
+    # with statistics, it is a choice over small tables (users, projects),
+    # as a large one would show a scan of its own.
+    if node in ("Hash Join", "Merge Join") and not executed:
         found.append(node)
     if table in LARGE and node == "Seq Scan":
         found.append(f"Seq Scan on {table}")
@@ -249,13 +279,18 @@ def _mysql_scans(node: Any, found: list[str]) -> None:
             _mysql_scans(value, found)
 
 
-def scans(engine: sa.Engine, statement: str, parameters: Any) -> list[str]:
-    """What in the plan of ``statement`` reads a large table whole."""
+def scans(engine: sa.Engine, statement: str, parameters: Any,
+          executed: bool = False) -> list[str]:
+    """What in the plan of ``statement`` reads a large table whole. With
+    ``executed`` (PostgreSQL), a read is run (EXPLAIN ANALYZE, rolled back) and
+    only the parts it ran are looked at."""
     found: list[str] = []
     with engine.connect() as conn:
         if engine.dialect.name == "postgresql":
-            plan = conn.exec_driver_sql("EXPLAIN (FORMAT JSON) " + statement,
-                                        parameters).scalar_one()
+            run = executed and statement.lstrip().upper().startswith(("SELECT", "WITH"))
+            plan = conn.exec_driver_sql(
+                ("EXPLAIN (ANALYZE, FORMAT JSON) " if run else "EXPLAIN (FORMAT JSON) ")
+                + statement, parameters).scalar_one()
             _postgresql_scans(plan[0]["Plan"], found)
         else:
             plan = conn.exec_driver_sql("EXPLAIN FORMAT=JSON " + statement,
@@ -271,6 +306,15 @@ def test_no_statement_scans_without_statistics(fresh: sa.Engine, case: str) -> N
     assert sent, "the case sent no statement to explain"
     bad = {" ".join(statement.split())[:200]: found for statement, parameters in sent
            if (found := scans(fresh, statement, parameters))}
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_no_statement_scans_with_statistics(analyzed: sa.Engine, case: str) -> None:
+    sent = _statements(analyzed, CASES[case])
+    assert sent, "the case sent no statement to explain"
+    bad = {" ".join(statement.split())[:200]: found for statement, parameters in sent
+           if (found := scans(analyzed, statement, parameters, executed=True))}
     assert not bad, bad
 
 

@@ -162,6 +162,10 @@ class _Checked:
         self.conn = conn
         self.check = check
 
+    @property
+    def dialect(self) -> sa.Dialect:
+        return self.conn.dialect
+
     def execute(self, statement: Any) -> sa.CursorResult[Any]:
         self.check()
         return self.conn.execute(statement)

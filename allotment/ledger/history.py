@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from allotment.db import tables as t
 from allotment.db.engine import Database
@@ -103,15 +104,35 @@ _INVENTORY_FIELDS = [_IH.c[name] for name in (
     "step_size", "request_id", "global_request_id", "writer")]
 
 
-def _windowed(table: sa.Table, select: sa.Select, window: Window) -> sa.Select:
+def _equal(conn: sa.Connection, column: sa.Column[Any], value: str) -> sa.ColumnElement[bool]:
+    """``column`` equal to ``value``, for ``_windowed``'s ``by``. On PostgreSQL
+    as ``= ANY(ARRAY[value])``: a plain equality makes the column a constant
+    to the planner, which then drops it from the order, and the primary key
+    gives the order again."""
+    if conn.dialect.name == "postgresql":
+        return column == sa.any_(postgresql.array([value]))
+    return column == value
+
+
+def _windowed(table: sa.Table, select: sa.Select, window: Window,
+              by: sa.Column[Any] | None = None) -> sa.Select:
+    """``select``'s entries in ``window``, newest first. ``by``: the column
+    ``select`` is filtered on (``_equal``), whose index is (``by``, id).
+
+    Ordered by (``by``, id), only that index gives the order and the read
+    stops after the window's entries whatever the statistics say. Ordered
+    by id alone, PostgreSQL with statistics walked the primary key back,
+    filtering, betting that a project's entries are evenly spread: for a
+    project with few or old entries that is the whole table."""
     if window.marker is not None:
         select = select.where(table.c.id < window.marker)
     if window.since is not None:
         select = select.where(table.c.created_at >= window.since)
     if window.until is not None:
         select = select.where(table.c.created_at < window.until)
+    order = (table.c.id.desc(),) if by is None else (by.desc(), table.c.id.desc())
     # One more than asked: is there a next page?
-    return select.order_by(table.c.id.desc()).limit(window.limit + 1)
+    return select.order_by(*order).limit(window.limit + 1)
 
 
 def _page(rows: Sequence[sa.Row[Any]], window: Window,
@@ -141,13 +162,14 @@ def allocation_changes(conn: sa.Connection, window: Window, *,
                        project_id: str | None = None) -> Page:
     """Allocation changes, newest first, filtered by any of consumer, provider, project."""
     select = sa.select(*_ALLOCATION_FIELDS)
-    if consumer_uuid is not None:
-        select = select.where(_AH.c.consumer_uuid == consumer_uuid)
-    if provider_uuid is not None:
-        select = select.where(_AH.c.resource_provider_uuid == provider_uuid)
-    if project_id is not None:
-        select = select.where(_AH.c.project_id == project_id)
-    rows = conn.execute(_windowed(_AH, select, window)).all()
+    # Each filter's column leads an index (column, id); the first given orders.
+    filters = [(column, value) for column, value in (
+        (_AH.c.consumer_uuid, consumer_uuid), (_AH.c.resource_provider_uuid, provider_uuid),
+        (_AH.c.project_id, project_id)) if value is not None]
+    by = filters[0][0] if filters else None
+    select = select.where(*(_equal(conn, column, value) if column is by else column == value
+                            for column, value in filters))
+    rows = conn.execute(_windowed(_AH, select, window, by)).all()
     return _page(rows, window, _allocation_change)
 
 
@@ -155,9 +177,11 @@ def inventory_changes(conn: sa.Connection, window: Window, *,
                       provider_uuid: str | None = None) -> Page:
     """Inventory changes, newest first, of one provider or of all."""
     select = sa.select(*_INVENTORY_FIELDS)
+    by = None
     if provider_uuid is not None:
-        select = select.where(_IH.c.resource_provider_uuid == provider_uuid)
-    rows = conn.execute(_windowed(_IH, select, window)).all()
+        by = _IH.c.resource_provider_uuid
+        select = select.where(_equal(conn, by, provider_uuid))
+    rows = conn.execute(_windowed(_IH, select, window, by)).all()
     return _page(rows, window, _inventory_change)
 
 
@@ -187,16 +211,18 @@ def latest_for_provider(conn: sa.Connection, provider_uuid: str, per_kind: int,
                         ) -> tuple[list[AllocationChange], list[InventoryChange]]:
     """The last allocation and inventory changes on a provider (of one class, if given)."""
     allocations = sa.select(*_ALLOCATION_FIELDS).where(
-        _AH.c.resource_provider_uuid == provider_uuid)
+        _equal(conn, _AH.c.resource_provider_uuid, provider_uuid))
     inventories = sa.select(*_INVENTORY_FIELDS).where(
-        _IH.c.resource_provider_uuid == provider_uuid)
+        _equal(conn, _IH.c.resource_provider_uuid, provider_uuid))
     if resource_class is not None:
         allocations = allocations.where(_AH.c.resource_class == resource_class)
         inventories = inventories.where(_IH.c.resource_class == resource_class)
     window = Window(limit=per_kind)
-    return (_page(conn.execute(_windowed(_AH, allocations, window)).all(), window,
+    return (_page(conn.execute(_windowed(_AH, allocations, window,
+                                         _AH.c.resource_provider_uuid)).all(), window,
                   _allocation_change).entries,
-            _page(conn.execute(_windowed(_IH, inventories, window)).all(), window,
+            _page(conn.execute(_windowed(_IH, inventories, window,
+                                         _IH.c.resource_provider_uuid)).all(), window,
                   _inventory_change).entries)
 
 

@@ -279,15 +279,26 @@ class ProviderQuery:
 @dataclass(frozen=True)
 class _Membership:
     """A filter on providers: those with a row of ``table`` (its provider
-    column ``provider``) that meets ``conditions``."""
+    column ``provider``) that meets ``conditions``, looked up by ``key`` (the
+    first column of the index that finds those rows)."""
 
     table: Any
     provider: Any
     conditions: tuple[sa.ColumnElement[bool], ...]
+    key: Any
 
     def members(self) -> sa.Select:
         """The ids of the providers that pass, as a subquery to read once."""
         return sa.select(self.provider).where(*self.conditions)
+
+    def first_members(self, count: int) -> sa.Select:
+        """The first ``count`` members in the order of ``key``'s index. Only
+        that index's order lets the read stop after ``count`` entries: a
+        sequential scan must sort every match first. Without the order,
+        PostgreSQL with statistics took a trait's few members for a quarter
+        of the table and scanned it all, betting on meeting ``count`` rows
+        early (the cloud day went down after ANALYZE)."""
+        return self.members().order_by(self.key).limit(count)
 
     def rows_of_provider(self) -> sa.ScalarSelect[int]:
         """How many rows the provider at hand has that meet the conditions: a
@@ -425,15 +436,18 @@ def _build_shape(dialect: str, by_name: bool, by_uuid: bool, in_tree: bool,
     # Aggregates first, as in ``_list_built``.
     for i, size in enumerate(agg_sizes):
         required.append(_Membership(rpa, rpa.c.resource_provider_id, (ids_in(
-            rpa.c.aggregate_id, agg_ids_of(f"aggs_{i}", [f"agg_{i}_{j}" for j in range(size)])),)))
+            rpa.c.aggregate_id, agg_ids_of(f"aggs_{i}", [f"agg_{i}_{j}" for j in range(size)])),),
+            rpa.c.aggregate_id))
     required.extend(_Membership(rpt, rpt.c.resource_provider_id, (
-        ids_in(rpt.c.trait_id, trait_ids_of(f"trait_{i}")),)) for i in range(trait_groups))
+        ids_in(rpt.c.trait_id, trait_ids_of(f"trait_{i}")),), rpt.c.trait_id)
+        for i in range(trait_groups))
     if no_aggs:
         forbidden.append(_Membership(rpa, rpa.c.resource_provider_id, (ids_in(
-            rpa.c.aggregate_id, agg_ids_of("no_aggs", [f"no_agg_{j}" for j in range(no_aggs)])),)))
+            rpa.c.aggregate_id, agg_ids_of("no_aggs", [f"no_agg_{j}" for j in range(no_aggs)])),),
+            rpa.c.aggregate_id))
     if no_traits:
         forbidden.append(_Membership(rpt, rpt.c.resource_provider_id, (
-            ids_in(rpt.c.trait_id, trait_ids_of("no_trait")),)))
+            ids_in(rpt.c.trait_id, trait_ids_of("no_trait")),), rpt.c.trait_id))
     sel = _narrowed(dialect, sel, required, forbidden, by_name or by_uuid or in_tree)
     if not (trait_groups or no_traits):
         return sel.add_columns(sa.null().label("known_traits")).order_by(_rp.c.id)
@@ -520,13 +534,14 @@ def _narrowed(dialect: str, sel: sa.Select, required: list[_Membership],
     # is computed once; each branch's ARRAY is an initplan, run only if its
     # branch is taken.
     counts = sorted(((i, sa.select(sa.func.count()).select_from(
-        f.members().limit(_FEW).subquery()).scalar_subquery()) for i, f in enumerate(required)),
+        f.first_members(_FEW).subquery()).scalar_subquery()) for i, f in enumerate(required)),
         key=lambda counted: _counting_cost(required[counted[0]]))
     choice_cte = sa.select(sa.case(*((c < _FEW, i) for i, c in counts),
                                    else_=-1).label("driver")).cte("driver")
     driver = sa.select(choice_cte.c.driver).scalar_subquery()
     ids = sa.case(
-        *((driver == i, sa.func.array(f.members().scalar_subquery()))
+        # Taken only when the driver has fewer than _FEW members: all of them.
+        *((driver == i, sa.func.array(f.first_members(_FEW).scalar_subquery()))
           for i, f in enumerate(required)),
         else_=sa.func.array(sa.intersect(*(f.members() for f in required)).scalar_subquery()))
     # The driver's providers are probed for the other filters; the
@@ -568,10 +583,11 @@ def _with_traits(conn: sa.Connection, traits: TraitFilter, required: list[_Membe
     if missing:
         raise UnknownTraits(missing)
     required.extend(_Membership(rpt, rpt.c.resource_provider_id, (
-        rpt.c.trait_id.in_([ids[n] for n in group]),)) for group in traits.required)
+        rpt.c.trait_id.in_([ids[n] for n in group]),), rpt.c.trait_id)
+        for group in traits.required)
     if traits.forbidden:
         forbidden.append(_Membership(rpt, rpt.c.resource_provider_id, (
-            rpt.c.trait_id.in_([ids[n] for n in traits.forbidden]),)))
+            rpt.c.trait_id.in_([ids[n] for n in traits.forbidden]),), rpt.c.trait_id))
 
 
 def _with_aggregates(conn: sa.Connection, member_of: AggregateFilter,
@@ -590,12 +606,12 @@ def _with_aggregates(conn: sa.Connection, member_of: AggregateFilter,
         if not agg_ids:
             return False
         groups.append(_Membership(rpa, rpa.c.resource_provider_id, (
-            rpa.c.aggregate_id.in_(agg_ids),)))
+            rpa.c.aggregate_id.in_(agg_ids),), rpa.c.aggregate_id))
     required[:0] = groups
     forbidden_ids = [agg_map[u] for u in member_of.forbidden if u in agg_map]
     if forbidden_ids:
         forbidden.append(_Membership(rpa, rpa.c.resource_provider_id, (
-            rpa.c.aggregate_id.in_(forbidden_ids),)))
+            rpa.c.aggregate_id.in_(forbidden_ids),), rpa.c.aggregate_id))
     return True
 
 
@@ -610,5 +626,5 @@ def _with_resources(conn: sa.Connection, resources: dict[str, int]) -> list[_Mem
         inv = t.inventories.alias()
         found.append(_Membership(inv, inv.c.resource_provider_id, (
             inv.c.resource_class_id == rc_map[name],
-            *capacity.room_for(inv, capacity.requestable(amount)))))
+            *capacity.room_for(inv, capacity.requestable(amount))), inv.c.resource_class_id))
     return found
