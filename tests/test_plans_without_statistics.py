@@ -383,10 +383,21 @@ class Served:
 
 @pytest.fixture(scope="module")
 def served(fresh: sa.Engine) -> Iterator[Served]:
+    yield from _served(fresh, executed=False)
+
+
+@pytest.fixture(scope="module")
+def served_analyzed(analyzed: sa.Engine) -> Iterator[Served]:
+    yield from _served(analyzed, executed=True)
+
+
+def _served(database: sa.Engine, executed: bool) -> Iterator[Served]:
     """The read model is loaded before the first case: its full load reads
     everything, as it should. Its periodic full comparison never comes due,
-    and the change log trim keeps the loaded rows (see "change log trim")."""
-    url = fresh.url.render_as_string(hide_password=False)
+    and the change log trim keeps the loaded rows (see "change log trim").
+    ``executed``: auto_explain reports the plans as run (``log_analyze``),
+    so that only the branches taken are judged, as ``scans`` does."""
+    url = database.url.render_as_string(hide_password=False)
     engine = create_engine(url)
     plans: list[dict[str, Any]] = []
 
@@ -402,6 +413,8 @@ def served(fresh: sa.Engine) -> Iterator[Served]:
             with dbapi_conn.cursor() as cursor:
                 for statement in _AUTO_EXPLAIN:
                     cursor.execute(statement)
+                if executed:
+                    cursor.execute("SET auto_explain.log_analyze = on")
             dbapi_conn.commit()
 
     conf = make_conf(url, allotment__change_log_retention=int(_DECADE),
@@ -417,6 +430,15 @@ def served(fresh: sa.Engine) -> Iterator[Served]:
 
 @pytest.mark.parametrize("name", list(REQUESTS))
 def test_no_request_scans_without_statistics(served: Served, name: str) -> None:
+    _no_request_scans(served, name, executed=False)
+
+
+@pytest.mark.parametrize("name", list(REQUESTS))
+def test_no_request_scans_with_statistics(served_analyzed: Served, name: str) -> None:
+    _no_request_scans(served_analyzed, name, executed=True)
+
+
+def _no_request_scans(served: Served, name: str, executed: bool) -> None:
     method, path, body = REQUESTS[name]
     sent: list[tuple[str, Any]] = []
 
@@ -435,7 +457,7 @@ def test_no_request_scans_without_statistics(served: Served, name: str) -> None:
     assert resp.status < 300, resp
     assert sent, "the request sent no statement to explain"
     bad = {" ".join(statement.split())[:200]: found for statement, parameters in sent
-           if (found := scans(served.engine, statement, parameters))}
+           if (found := scans(served.engine, statement, parameters, executed=executed))}
     for ran in served.plans:
         found = []
         _postgresql_scans(ran["Plan"], found)
