@@ -104,33 +104,31 @@ _INVENTORY_FIELDS = [_IH.c[name] for name in (
     "step_size", "request_id", "global_request_id", "writer")]
 
 
-def _equal(conn: sa.Connection, column: sa.Column[Any], value: str) -> sa.ColumnElement[bool]:
-    """``column`` equal to ``value``, for ``_windowed``'s ``by``. On PostgreSQL
-    as ``= ANY(ARRAY[value])``: a plain equality makes the column a constant
-    to the planner, which then drops it from the order, and the primary key
-    gives the order again."""
-    if conn.dialect.name == "postgresql":
-        return column == sa.any_(postgresql.array([value]))
-    return column == value
+def _windowed(conn: sa.Connection, table: sa.Table, select: sa.Select, window: Window,
+              by: tuple[sa.Column[Any], str] | None = None) -> sa.Select:
+    """``select``'s entries in ``window``, newest first. ``by``: a column
+    whose index is (column, id) and the value it must equal.
 
-
-def _windowed(table: sa.Table, select: sa.Select, window: Window,
-              by: sa.Column[Any] | None = None) -> sa.Select:
-    """``select``'s entries in ``window``, newest first. ``by``: the column
-    ``select`` is filtered on (``_equal``), whose index is (``by``, id).
-
-    Ordered by (``by``, id), only that index gives the order and the read
+    Ordered by (column, id), only that index gives the order and the read
     stops after the window's entries whatever the statistics say. Ordered
     by id alone, PostgreSQL with statistics walked the primary key back,
     filtering, betting that a project's entries are evenly spread: for a
-    project with few or old entries that is the whole table."""
+    project with few or old entries that is the whole table. On PostgreSQL
+    the equality is ``= ANY(ARRAY[value])``: a plain one makes the column a
+    constant to the planner, which drops it from the order, and the primary
+    key gives the order again."""
+    order = [table.c.id.desc()]
+    if by is not None:
+        column, value = by
+        select = select.where(column == sa.any_(postgresql.array([value]))
+                              if conn.dialect.name == "postgresql" else column == value)
+        order.insert(0, column.desc())
     if window.marker is not None:
         select = select.where(table.c.id < window.marker)
     if window.since is not None:
         select = select.where(table.c.created_at >= window.since)
     if window.until is not None:
         select = select.where(table.c.created_at < window.until)
-    order = (table.c.id.desc(),) if by is None else (by.desc(), table.c.id.desc())
     # One more than asked: is there a next page?
     return select.order_by(*order).limit(window.limit + 1)
 
@@ -166,10 +164,9 @@ def allocation_changes(conn: sa.Connection, window: Window, *,
     filters = [(column, value) for column, value in (
         (_AH.c.consumer_uuid, consumer_uuid), (_AH.c.resource_provider_uuid, provider_uuid),
         (_AH.c.project_id, project_id)) if value is not None]
-    by = filters[0][0] if filters else None
-    select = select.where(*(_equal(conn, column, value) if column is by else column == value
-                            for column, value in filters))
-    rows = conn.execute(_windowed(_AH, select, window, by)).all()
+    select = select.where(*(column == value for column, value in filters[1:]))
+    rows = conn.execute(_windowed(conn, _AH, select, window,
+                                  filters[0] if filters else None)).all()
     return _page(rows, window, _allocation_change)
 
 
@@ -177,11 +174,8 @@ def inventory_changes(conn: sa.Connection, window: Window, *,
                       provider_uuid: str | None = None) -> Page:
     """Inventory changes, newest first, of one provider or of all."""
     select = sa.select(*_INVENTORY_FIELDS)
-    by = None
-    if provider_uuid is not None:
-        by = _IH.c.resource_provider_uuid
-        select = select.where(_equal(conn, by, provider_uuid))
-    rows = conn.execute(_windowed(_IH, select, window, by)).all()
+    by = None if provider_uuid is None else (_IH.c.resource_provider_uuid, provider_uuid)
+    rows = conn.execute(_windowed(conn, _IH, select, window, by)).all()
     return _page(rows, window, _inventory_change)
 
 
@@ -210,19 +204,17 @@ def latest_for_provider(conn: sa.Connection, provider_uuid: str, per_kind: int,
                         resource_class: str | None = None
                         ) -> tuple[list[AllocationChange], list[InventoryChange]]:
     """The last allocation and inventory changes on a provider (of one class, if given)."""
-    allocations = sa.select(*_ALLOCATION_FIELDS).where(
-        _equal(conn, _AH.c.resource_provider_uuid, provider_uuid))
-    inventories = sa.select(*_INVENTORY_FIELDS).where(
-        _equal(conn, _IH.c.resource_provider_uuid, provider_uuid))
+    allocations = sa.select(*_ALLOCATION_FIELDS)
+    inventories = sa.select(*_INVENTORY_FIELDS)
     if resource_class is not None:
         allocations = allocations.where(_AH.c.resource_class == resource_class)
         inventories = inventories.where(_IH.c.resource_class == resource_class)
     window = Window(limit=per_kind)
-    return (_page(conn.execute(_windowed(_AH, allocations, window,
-                                         _AH.c.resource_provider_uuid)).all(), window,
+    return (_page(conn.execute(_windowed(conn, _AH, allocations, window, (
+                _AH.c.resource_provider_uuid, provider_uuid))).all(), window,
                   _allocation_change).entries,
-            _page(conn.execute(_windowed(_IH, inventories, window,
-                                         _IH.c.resource_provider_uuid)).all(), window,
+            _page(conn.execute(_windowed(conn, _IH, inventories, window, (
+                _IH.c.resource_provider_uuid, provider_uuid))).all(), window,
                   _inventory_change).entries)
 
 
