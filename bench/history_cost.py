@@ -55,7 +55,7 @@ class _NoContext:
 
     with_begin = False  # nor sent with the BEGIN (PostgreSQL)
 
-    def begin(self, conn: sa.Connection) -> None:
+    def begin(self, conn: sa.Connection, ids: object = None) -> None:
         pass
 
     def end(self, conn: sa.Connection) -> None:
