@@ -86,7 +86,7 @@ class ConsumerAllocations(Resource):
             found = allocations.for_consumer(conn, consumer_uuid)
         render.json_response(
             req, resp, consumer_body(req, found),
-            last_modified=render.newest(h.changed_at for h in found.held) if found else None)
+            modified=(h.changed_at for h in found.held) if found else ())
 
     def on_put(self, req: Request, resp: falcon.Response, consumer_uuid: str) -> None:
         if not is_uuid_like(consumer_uuid):

@@ -58,7 +58,7 @@ def _send_one(req: Request, resp: falcon.Response, generation: int,
     if generation:
         body["resource_provider_generation"] = generation
     render.json_response(req, resp, body, status=status,
-                         last_modified=inv.updated_at or inv.created_at)
+                         modified=(inv.updated_at or inv.created_at,))
 
 
 class ProviderInventories(Resource):

@@ -37,4 +37,4 @@ class ProviderAllocations(Resource):
         body = {"allocations": by_consumer,
                 "resource_provider_generation": generation}
         render.json_response(req, resp, body,
-                             last_modified=render.newest(h.changed_at for h in held))
+                             modified=(h.changed_at for h in held))

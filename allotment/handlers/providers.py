@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from collections.abc import Iterator
 from typing import ClassVar
 
 import falcon
@@ -49,8 +50,8 @@ def provider_body(req: Request, provider: providers.Provider) -> dict:
     return body
 
 
-def _last_modified(items: list[providers.Provider]) -> datetime.datetime:
-    return render.newest(p.updated_at or p.created_at for p in items)
+def _modified(items: list[providers.Provider]) -> Iterator[datetime.datetime | None]:
+    return (p.updated_at or p.created_at for p in items)
 
 
 class ProviderCollection(Resource):
@@ -84,7 +85,7 @@ class ProviderCollection(Resource):
                 self.db.read() as conn:
             found = providers.list_providers(conn, filter_)
         body = {"resource_providers": [provider_body(req, p) for p in found]}
-        render.json_response(req, resp, body, last_modified=_last_modified(found))
+        render.json_response(req, resp, body, modified=_modified(found))
 
     def on_post(self, req: Request, resp: falcon.Response) -> None:
         version = req.context.version
@@ -95,7 +96,7 @@ class ProviderCollection(Resource):
                         f"/resource_providers/{provider.uuid}")
         if version.has("create_provider_returns_body"):
             render.json_response(req, resp, provider_body(req, provider),
-                                 last_modified=_last_modified([provider]))
+                                 modified=_modified([provider]))
         else:
             resp.status = 201
             resp.content_type = None
@@ -121,7 +122,7 @@ class Provider(Resource):
         with self.db.read() as conn:
             provider = providers.require(conn, uuid)
         render.json_response(req, resp, provider_body(req, provider),
-                             last_modified=_last_modified([provider]))
+                             modified=_modified([provider]))
 
     def on_put(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         version = req.context.version
@@ -132,7 +133,7 @@ class Provider(Resource):
                 parent_uuid=data.get("parent_provider_uuid"),
                 allow_reparenting=version.has("reparent")))
         render.json_response(req, resp, provider_body(req, provider),
-                             last_modified=_last_modified([provider]))
+                             modified=_modified([provider]))
 
     def on_delete(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         with explain(refusals.PROVIDER_DELETE):

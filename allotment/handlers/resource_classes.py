@@ -51,7 +51,7 @@ class ResourceClassCollection(Resource):
             found = resource_classes.list_classes(conn)
         body = {"resource_classes": [_class_body(req, rc) for rc in found]}
         render.json_response(req, resp, body,
-                             last_modified=render.newest(_modified(rc) for rc in found))
+                             modified=(_modified(rc) for rc in found))
 
     def on_post(self, req: Request, resp: falcon.Response) -> None:
         data = self.read_body(req)
@@ -86,7 +86,7 @@ class ResourceClass(Resource):
     def on_get(self, req: Request, resp: falcon.Response, name: str) -> None:
         with self.db.read() as conn:
             rc = resource_classes.require(conn, name)
-        render.json_response(req, resp, _class_body(req, rc), last_modified=_modified(rc))
+        render.json_response(req, resp, _class_body(req, rc), modified=(_modified(rc),))
 
     def on_put(self, req: Request, resp: falcon.Response, name: str) -> None:
         if req.context.version.has("resource_class_put_create"):

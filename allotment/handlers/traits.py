@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import falcon
@@ -34,8 +35,8 @@ def _traits_body(found: list[traits.Trait]) -> dict:
     return {"traits": [trait.name for trait in found]}
 
 
-def _last_modified(found: list[traits.Trait]) -> datetime.datetime:
-    return render.newest(trait.modified for trait in found)
+def _modified(found: list[traits.Trait]) -> Iterator[datetime.datetime | None]:
+    return (trait.modified for trait in found)
 
 
 def _name_filter(value: str) -> dict[str, Any]:
@@ -74,7 +75,7 @@ class TraitCollection(Resource):
         with self.db.read() as conn:
             found = traits.list_traits(conn, **filters)
         render.json_response(req, resp, _traits_body(found),
-                             last_modified=_last_modified(found))
+                             modified=_modified(found))
 
 
 class Trait(Resource):
@@ -139,7 +140,7 @@ class ProviderTraits(Resource):
     def _send(self, req: Request, resp: falcon.Response, generation: int,
               found: list[traits.Trait]) -> None:
         body = {**_traits_body(found), "resource_provider_generation": generation}
-        render.json_response(req, resp, body, last_modified=_last_modified(found))
+        render.json_response(req, resp, body, modified=_modified(found))
 
     def on_get(self, req: Request, resp: falcon.Response, uuid: str) -> None:
         with explain(refusals.PROVIDER_TRAITS_READ, uuid=uuid), self.db.read() as conn:
