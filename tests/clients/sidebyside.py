@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import importlib
 import json
 import os
 import re
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.clients.live import free_port
+from tests.support.bench import bench_module
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
@@ -44,10 +44,8 @@ PLACEHOLDER_RE = re.compile(r'"\$(GEN|CGEN)\{([^}]*)\}"')
 
 
 def _bench_servers() -> Any:
-    """bench/servers.py, imported from its directory (it imports http_client top-level)."""
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    return importlib.import_module("servers")
+    """bench/servers.py (it imports http_client top-level)."""
+    return bench_module("servers")
 
 
 # --- requests and answers -------------------------------------------------------------

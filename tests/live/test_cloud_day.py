@@ -12,9 +12,7 @@ benchmark's business).
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -24,15 +22,13 @@ import pytest
 
 from tests import conftest
 from tests.clients import live
+from tests.support.bench import bench_module
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
 BACKENDS = [backend for backend in conftest._backends() if backend != "sqlite"]
 
 
 def _cloud_day() -> ModuleType:
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    return importlib.import_module("cloud_day")
+    return bench_module("cloud_day")
 
 
 @pytest.fixture(params=BACKENDS)
@@ -50,7 +46,7 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str
 
 
 def _project_usages(base: str, project: str) -> dict[str, int]:
-    bench_client = importlib.import_module("http_client")
+    bench_client = bench_module("http_client")
     client = bench_client.PlacementClient(base, microversion="1.9")
     reply = client.get(f"/usages?project_id={project}")
     client.close()
@@ -95,7 +91,7 @@ def test_a_small_cloud_day_is_sent_answered_and_reported(
     held = result.instances.held()
     memory = sum(flavor.memory_mb for _, flavor in held.values())
     vcpus = sum(flavor.vcpus for _, flavor in held.values())
-    usages = _project_usages(running.url, importlib.import_module("nova_cloud").PROJECT)
+    usages = _project_usages(running.url, bench_module("nova_cloud").PROJECT)
     assert (usages["MEMORY_MB"], usages["VCPU"]) == (memory, vcpus), text
 
     # A schedule no dispatcher can hand out in time (about 320,000 calls due within one

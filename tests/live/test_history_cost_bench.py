@@ -11,23 +11,18 @@ and MariaDB, the databases the bench compares on.
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from tests import conftest
+from tests.support.bench import bench_module
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
 BACKENDS = [backend for backend in conftest._backends() if backend != "sqlite"]
 
 
 def _history_cost() -> ModuleType:
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    return importlib.import_module("history_cost")
+    return bench_module("history_cost")
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
