@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from allotment import config
 from allotment.db import migrate, standard_names
 from allotment.db.engine import Database, create_engine, normalize_url
+from allotment.db.writer import NO_REQUEST, RequestIds, WriteContext
 from allotment.wsgi import make_app
 
 SERVERS = {"postgresql": "postgresql+psycopg://postgres@127.0.0.1:5432/postgres",
@@ -50,12 +51,16 @@ DROP_HISTORY = {
 }
 
 
-class _NoContext:
-    """The write context switched off: what a claim costs without the history."""
+class _NoContext(WriteContext):
+    """The write context switched off: what a claim costs without the history.
 
-    with_begin = False  # nor sent with the BEGIN (PostgreSQL)
+    A subclass, so that it is asked exactly what the real one is asked."""
 
-    def begin(self, conn: sa.Connection, ids: object = None) -> None:
+    def __init__(self, dialect: str) -> None:
+        super().__init__(dialect)
+        self.with_begin = False  # nor sent with the BEGIN (PostgreSQL)
+
+    def begin(self, conn: sa.Connection, ids: RequestIds = NO_REQUEST) -> None:
         pass
 
     def end(self, conn: sa.Connection) -> None:
@@ -87,7 +92,7 @@ class Variant:
                     conn.exec_driver_sql(statement)
         db = Database(self.engine)
         if not history:
-            db.write_context = _NoContext()  # type: ignore[assignment]
+            db.write_context = _NoContext(db.backend)
         conf = config.load([])
         conf.set_override("connection", url, group="placement_database")
         conf.set_override("auth_strategy", "noauth2", group="api")

@@ -26,10 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.clients.live import free_port
-from tests.support.bench import bench_module
+from tests.support.bench import BENCH, bench_module
 
 ROOT = Path(__file__).resolve().parents[2]
-BENCH = ROOT / "bench"
 UPSTREAM_VENV = BENCH / ".upstream-venv"
 ALLOTMENT_BIN = Path(sys.executable).parent / "allotment"
 
