@@ -14,6 +14,7 @@ import re
 import socket
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -86,6 +87,15 @@ def recording(server: TcpWSGIServer) -> Iterator[_RecordingChannel]:
     finally:
         opened.close()
         client.close()
+
+
+def _wait(condition, within: float = 5.0) -> bool:
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def _parser(**settings: object) -> HTTPRequestParser:
@@ -225,6 +235,35 @@ def test_dispatcher_counts() -> None:
         assert dispatcher.active_count == 0 and len(dispatcher.queue) == 0
     dispatcher.set_thread_count(1)
     assert dispatcher.shutdown(cancel_pending=True, timeout=1) is True
+
+
+def test_dispatcher_add_task_and_idle_count() -> None:
+    """PlacementDispatcher.add_task replaces waitress's: it appends to queue and
+    notifies queue_cv under lock, and counts idle threads as waitress does, from
+    threads, stop_count and active_count (a waiting thread is not active)."""
+    served = threading.Event()
+
+    class Task:
+        def service(self) -> None:
+            served.set()
+
+    dispatcher = ThreadedTaskDispatcher()
+    dispatcher.set_thread_count(2)
+    try:
+        assert _wait(lambda: dispatcher.active_count == 0)
+        with dispatcher.lock:
+            assert len(dispatcher.threads) - dispatcher.stop_count == 2
+            assert isinstance(dispatcher.queue_cv, threading.Condition)
+            dispatcher.queue.append(Task())
+            dispatcher.queue_cv.notify()
+        assert served.wait(5)
+    finally:
+        dispatcher.shutdown(cancel_pending=True, timeout=1)
+
+
+def test_server_task_dispatcher_is_the_one_given(server: TcpWSGIServer) -> None:
+    """PlacementChannel reaches its worker's dispatcher as server.task_dispatcher."""
+    assert isinstance(server.task_dispatcher, ThreadedTaskDispatcher)
 
 
 def test_error_task_interface() -> None:

@@ -369,7 +369,7 @@ def test_over_the_answer_budget_a_stalled_writer_waits_then_is_let_go(
     adjustments = waitress_adapter.adjustments_for(limits, threads=2, backlog=16,
                                                    host="127.0.0.1", port=0)
     socket_map: dict = {}
-    dispatcher = ThreadedTaskDispatcher()
+    dispatcher = waitress_adapter.PlacementDispatcher()
     dispatcher.set_thread_count(2)
     listener = waitress_adapter.PlacementServer(app, socket_map, dispatcher=dispatcher,
                                                 adj=adjustments)
@@ -445,7 +445,7 @@ def test_an_answer_made_slowly_is_not_cut_off_before_it_is_sent(
     adjustments = waitress_adapter.adjustments_for(limits, threads=1, backlog=16,
                                                    host="127.0.0.1", port=0)
     socket_map: dict = {}
-    dispatcher = ThreadedTaskDispatcher()
+    dispatcher = waitress_adapter.PlacementDispatcher()
     dispatcher.set_thread_count(1)
     listener = waitress_adapter.PlacementServer(app, socket_map, dispatcher=dispatcher,
                                                 adj=adjustments)
