@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import statistics
 import sys
 import tempfile
@@ -129,6 +130,27 @@ MICROVERSIONS = {"GET /": "1.0", "allocations (1.0)": "1.0", "aggregates (1.19)"
                  "traits (1.6)": "1.6", "sharing providers (1.18)": "1.18"}
 
 
+def open_idle(server: servers.RunningServer, count: int) -> list[socket.socket]:
+    """``count`` connections that have asked ``GET /`` once and stay open, idle
+    (one never served would be closed after request_timeout)."""
+    host, port = server.url.removeprefix("http://").rstrip("/").rsplit(":", 1)
+    opened = []
+    for _ in range(count):
+        sock = socket.create_connection((host, int(port)), timeout=30)
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: bench\r\n\r\n")
+        opened.append(sock)
+    for sock in opened:
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            more = sock.recv(65536)
+            if not more:
+                raise SystemExit("an idle connection was closed before its answer")
+            answer += more
+        if not answer.startswith(b"HTTP/1.1 200"):
+            raise SystemExit(f"GET / on an idle connection: {answer[:80]!r}")
+    return opened
+
+
 def measure(server: servers.RunningServer, kind: str, path: str, calls: int,
             connections: int) -> float:
     """Milliseconds of server CPU per call of one kind."""
@@ -179,6 +201,10 @@ def main(argv: list[str] | None = None) -> int:
                         "median round is reported (the servers run side by side, so noise "
                         "from other work on the machine falls on all of them alike)")
     p.add_argument("--connections", type=int, default=4, help="keep-alive connections")
+    p.add_argument("--idle-connections", type=int, default=0,
+                   help="connections to each server that asked once and stay open, idle, "
+                        "throughout (a large cloud's compute nodes between their polls; "
+                        "the servers keep idle connections an hour for it)")
     args = p.parse_args(argv)
 
     workdir = Path(tempfile.mkdtemp(prefix="allotment-percall-"))
@@ -207,12 +233,17 @@ def main(argv: list[str] | None = None) -> int:
             db = dbs.create(f"{impl}_percall")
             cleanups.append(lambda db=db: dbs.destroy(db))
             conf = servers.write_config(workdir / impl, db.url_for(command.name))
+            if args.idle_connections:
+                with conf.open("a") as extra:
+                    extra.write("[allotment]\nkeepalive_timeout = 3600\n")
             server = servers.RunningServer(command, conf, args.port + offset,
                                            workdir / f"{impl}.log")
             cleanups.append(server.stop)
             server.start()
             running[impl] = (server, load_host(PlacementClient(server.url,
                                                                microversion="1.39")))
+            idle = open_idle(server, args.idle_connections)
+            cleanups.append(lambda idle=idle: [sock.close() for sock in idle])
         samples: dict[str, dict[str, list[float]]] = {
             impl: {kind: [] for kind in MICROVERSIONS} for impl in running}
         for round_number in range(1, args.rounds + 1):
@@ -227,7 +258,9 @@ def main(argv: list[str] | None = None) -> int:
     results = {impl: {kind: statistics.median(values) for kind, values in by_kind.items()}
                for impl, by_kind in samples.items()}
     print(f"\n{args.db}, {args.workers} workers x {args.threads} threads, "
-          f"{args.connections} keep-alive connections, median of {args.rounds} rounds of "
+          f"{args.connections} keep-alive connections"
+          + (f" and {args.idle_connections} idle ones" if args.idle_connections else "")
+          + f", median of {args.rounds} rounds of "
           f"{args.calls} calls; load average at end %.1f" % os.getloadavg()[0])
     names = list(results)
     print("\n| call | " + " | ".join(f"{name} ms CPU" for name in names) + " |")

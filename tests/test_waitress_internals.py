@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import socket
 import tempfile
 import threading
@@ -405,6 +406,86 @@ def test_channel_service_runs_the_task_classes_through_write_soon(
     recording.received(b"POST / HTTP/1.1\r\nContent-Length: ten\r\n\r\n")
     recording.service()
     assert b"".join(recording.written).startswith(b"HTTP/1.1 400 Bad Request\r\n")
+
+
+def test_channel_wakes_the_loop_through_the_server(
+        recording: _RecordingChannel, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ChannelPoller learns which channel a task thread changed from
+    PlacementServer.pull_trigger: waitress's service ends by calling the
+    server's pull_trigger, and a write it could not send whole does too."""
+    pulls: list[str] = []
+    monkeypatch.setattr(recording.server, "pull_trigger", lambda: pulls.append("pull"))
+    recording.received(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    recording.service()
+    assert pulls, "service() did not wake the loop through server.pull_trigger"
+    pulls.clear()
+    client, ours = socket.socketpair()
+    try:
+        ours.setblocking(False)
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        recording.socket.close()
+        recording.socket = ours
+        recording.write_soon(b"z" * (800 << 10))  # more than the socket takes
+        assert recording.total_outbufs_len > 0 and pulls
+    finally:
+        recording.handle_close()  # frees the buffered rest
+        client.close()
+
+
+class _NotingMap(dict):
+    def __init__(self) -> None:
+        super().__init__()
+        self.noted: list[tuple[str, int]] = []
+
+    def __setitem__(self, fd: int, obj: object) -> None:
+        super().__setitem__(fd, obj)
+        self.noted.append(("set", fd))
+
+    def __delitem__(self, fd: int) -> None:
+        super().__delitem__(fd)
+        self.noted.append(("del", fd))
+
+
+def test_wasyncore_channels_come_and_go_through_the_map_items() -> None:
+    """SocketMap sees each dispatcher come and go: add_channel sets map[fd] and
+    del_channel deletes it (on close), and _fileno is the fd until then."""
+    socket_map = _NotingMap()
+    ours, other = socket.socketpair()
+    try:
+        channel = wasyncore.dispatcher(ours, map=socket_map)
+        fd = ours.fileno()
+        assert channel._fileno == fd and socket_map.noted == [("set", fd)]
+        channel.close()
+        assert socket_map.noted == [("set", fd), ("del", fd)] and channel._fileno is None
+    finally:
+        other.close()
+
+
+def test_wasyncore_readwrite_takes_poll_flags() -> None:
+    """ChannelPoller hands epoll's events to readwrite, which reads them as poll's
+    (the same bits on Linux) and calls the dispatcher's handlers."""
+    called: list[str] = []
+
+    class Dispatcher:
+        def handle_read_event(self) -> None:
+            called.append("read")
+
+        def handle_write_event(self) -> None:
+            called.append("write")
+
+        def handle_expt_event(self) -> None:
+            called.append("expt")
+
+        def handle_close(self) -> None:
+            called.append("close")
+
+    wasyncore.readwrite(Dispatcher(), select.POLLIN | select.POLLOUT)
+    wasyncore.readwrite(Dispatcher(), select.POLLNVAL)
+    assert called == ["read", "write", "close"]
+    if hasattr(select, "epoll"):
+        assert (select.EPOLLIN, select.EPOLLOUT, select.EPOLLPRI, select.EPOLLHUP,
+                select.EPOLLERR) == (select.POLLIN, select.POLLOUT, select.POLLPRI,
+                                     select.POLLHUP, select.POLLERR)
 
 
 def test_channel_handle_close_frees_outbufs_and_notifies(channel: HTTPChannel) -> None:
