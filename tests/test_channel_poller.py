@@ -19,6 +19,7 @@ import pytest
 from allotment import server as http_server
 from allotment import waitress_adapter
 from allotment.waitress_adapter import PlacementChannel, WorkerIO
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.skipif(not hasattr(waitress_adapter.select, "epoll"),
                                 reason="epoll is Linux's")
@@ -154,7 +155,7 @@ def test_connections_come_and_go_and_their_numbers_are_taken_again(worker: Worke
         with worker.connect() as sock:
             sock.sendall(_get(f"/{number}"))
             assert _answers(sock, 1) == [f"/{number}".encode()]
-    assert _wait_for(lambda: not worker.io.servers[0].active_channels)
+    assert wait_for(lambda: not worker.io.servers[0].active_channels)
     poller = worker.io.poller
     assert poller is not None
     worker.io.poll(0)  # on this thread too: nothing left of those connections
@@ -165,13 +166,4 @@ def test_a_connection_closed_by_its_client_is_closed(worker: Worker) -> None:
     with worker.connect() as sock:
         sock.sendall(_get("/x"))
         assert _answers(sock, 1) == [b"/x"]
-    assert _wait_for(lambda: not worker.io.servers[0].active_channels)
-
-
-def _wait_for(condition, within: float = 5.0) -> bool:
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
+    assert wait_for(lambda: not worker.io.servers[0].active_channels)

@@ -15,7 +15,6 @@ import select
 import socket
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -32,6 +31,8 @@ from waitress.utilities import (
     RequestHeaderFieldsTooLarge,
     find_double_newline,
 )
+
+from tests.support.waiting import wait_for
 
 
 def _app(environ: dict, start_response) -> list[bytes]:
@@ -88,15 +89,6 @@ def recording(server: TcpWSGIServer) -> Iterator[_RecordingChannel]:
     finally:
         opened.close()
         client.close()
-
-
-def _wait(condition, within: float = 5.0) -> bool:
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def _parser(**settings: object) -> HTTPRequestParser:
@@ -251,7 +243,7 @@ def test_dispatcher_add_task_and_idle_count() -> None:
     dispatcher = ThreadedTaskDispatcher()
     dispatcher.set_thread_count(2)
     try:
-        assert _wait(lambda: dispatcher.active_count == 0)
+        assert wait_for(lambda: dispatcher.active_count == 0)
         with dispatcher.lock:
             assert len(dispatcher.threads) - dispatcher.stop_count == 2
             assert isinstance(dispatcher.queue_cv, threading.Condition)

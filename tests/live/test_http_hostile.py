@@ -28,6 +28,7 @@ from allotment import server as http_server
 from allotment import waitress_adapter
 from tests.clients import live
 from tests.support import hostile_queries
+from tests.support.waiting import wait_for
 
 # The plain cases are answered at once; a server that waits instead shows it
 # well before its request_timeout.
@@ -110,15 +111,6 @@ class Reader:
         except ConnectionResetError:
             return not self.pending
         return rest == b"" and not self.pending
-
-
-def _wait_for(condition, within: float) -> bool:
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
 
 
 def _assert_placement_error(answer: Answer, status: int) -> dict:
@@ -405,8 +397,8 @@ def test_over_the_answer_budget_a_stalled_writer_waits_then_is_let_go(
             assert not ended[1].is_set()
             # Cut off 2 s after its last progress: buffer freed, thread let go.
             assert ended[1].wait(10)
-            assert _wait_for(lambda: waitress_adapter.buffered_answers(socket_map) == 0, 5)
-            assert _wait_for(lambda: not listener.active_channels, 5)
+            assert wait_for(lambda: waitress_adapter.buffered_answers(socket_map) == 0, 5)
+            assert wait_for(lambda: not listener.active_channels, 5)
     finally:
         stop.set()
         io_thread.join(5)
@@ -550,7 +542,7 @@ def test_connection_limit_is_clamped_to_the_open_files_limit(
         while len(held) < 2 * OPEN_FILES:
             count = _descriptors(worker)
             held.extend(stack.enter_context(_connect(short_server)) for _ in range(10))
-            if not _wait_for(lambda c=count: _descriptors(worker) >= c + 10, within=2):
+            if not wait_for(lambda c=count: _descriptors(worker) >= c + 10, within=2):
                 break
         _quiet_while_short(short_server, worker, lines_before)
         # It stopped at its connection_limit, short of the open files limit.
@@ -565,7 +557,7 @@ def test_out_of_file_descriptors_the_worker_pauses_accepting(
     """Spilled request bodies use descriptors beyond the connection count: the
     worker runs out, waits a little between attempts, and serves the others."""
     worker = _only_worker(short_server)
-    assert _wait_for(lambda: _descriptors(worker) < 64, within=10)
+    assert wait_for(lambda: _descriptors(worker) < 64, within=10)
     lines_before = _log_lines(short_server)
     head = (b"POST /resource_providers HTTP/1.1\r\nHost: x\r\nX-Auth-Token: admin\r\n"
             b"Content-Type: application/json\r\nContent-Length: 1048576\r\n\r\n")
@@ -580,7 +572,7 @@ def test_out_of_file_descriptors_the_worker_pauses_accepting(
             # Counted by kind, not as a difference of totals: the worker opens and
             # closes other descriptors meanwhile (its heartbeat, the database's files).
             spilled = spilled_before + len(held)
-            assert _wait_for(lambda n=spilled: _spilled_bodies(worker) >= n, within=5), \
+            assert wait_for(lambda n=spilled: _spilled_bodies(worker) >= n, within=5), \
                 "a half-sent body did not take a socket and a file"
         held.extend(stack.enter_context(_connect(short_server)) for _ in range(6))
         _quiet_while_short(short_server, worker, lines_before)
