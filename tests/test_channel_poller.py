@@ -12,7 +12,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(not hasattr(waitress_adapter.select, "epoll"),
 BIG = b"y" * (3 * 1024 * 1024)
 
 
-def _app(environ: dict, start_response) -> list[bytes]:
+def _app(environ: dict, start_response: Callable[..., object]) -> list[bytes]:
     path = environ["PATH_INFO"]
     body = BIG if path == "/big" else path.encode()
     start_response("200 OK", [("Content-Length", str(len(body)))])
@@ -74,7 +74,8 @@ def worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[Worker]:
 
 def _answers(sock: socket.socket, count: int) -> list[bytes]:
     """``count`` whole answers' bodies, read from ``sock``."""
-    data, bodies = b"", []
+    data = b""
+    bodies: list[bytes] = []
     while len(bodies) < count:
         while b"\r\n\r\n" not in data:
             more = sock.recv(1 << 20)
