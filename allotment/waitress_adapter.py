@@ -584,8 +584,13 @@ def adjustments_for(limits: Limits, threads: int, backlog: int,
 
 
 # The channel whose request this task thread is serving (PlacementChannel.service).
-_SERVING = threading.local()
-_SERVING.channel = None
+class _Serving(threading.local):
+    # A class default: an attribute set on the instance at import would exist
+    # only for the importing thread.
+    channel: PlacementChannel | None = None
+
+
+_SERVING = _Serving()
 
 # How often every connection's interest is looked at again, whether or not
 # anything said it changed (seconds): a safety net, not the mechanism.

@@ -168,3 +168,20 @@ def test_a_connection_closed_by_its_client_is_closed(worker: Worker) -> None:
         sock.sendall(_get("/x"))
         assert _answers(sock, 1) == [b"/x"]
     assert wait_for(lambda: not worker.io.servers[0].active_channels)
+
+
+def test_a_thread_that_never_served_may_wake_the_loop(worker: Worker) -> None:
+    """PlacementServer.pull_trigger reads which channel its thread serves: a
+    thread that never served one (a new one here) reads none, not an error."""
+    failures: list[BaseException] = []
+
+    def pull() -> None:
+        try:
+            worker.io.servers[0].pull_trigger()
+        except BaseException as error:  # reported below
+            failures.append(error)
+
+    thread = threading.Thread(target=pull)
+    thread.start()
+    thread.join(5)
+    assert failures == []
