@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import threading
 from collections.abc import Callable
 
@@ -27,6 +28,15 @@ def _find_malloc_trim() -> Trim | None:
     try:
         return ctypes.CDLL(name).malloc_trim if name else None
     except (OSError, AttributeError):  # not glibc
+        return None
+
+
+def resident_bytes() -> int | None:
+    """The process's resident memory now (Linux's /proc), or None where unknown."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
         return None
 
 

@@ -36,12 +36,14 @@ import json
 import os
 import platform
 import random
+import re
 import resource
 import shlex
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -102,6 +104,8 @@ class DayResult:
     cpu_per_call: dict[str, float] = field(default_factory=dict)  # kind: server CPU s/call
     boot_rate_scheduled: float = 0.0
     instances: Instances | None = None  # what the cloud holds at the end, as sent
+    window_span: tuple[float, float] = (0.0, 0.0)  # time.time() at its start and end
+    models: list[ModelCost] = field(default_factory=list)  # allotment's, per worker
 
 
     @property
@@ -164,7 +168,60 @@ class DayResult:
                 "boots_per_s_scheduled": self.boot_rate_scheduled,
                 "conflicts_per_boot": self.conflicts_per_boot,
                 "scheduled": dict(self.tally.scheduled),
+                "read_models": [vars(m) for m in self.models],
                 "kinds": {k: t.as_dict() for k, t in self.tally.kinds.items()}}
+
+
+@dataclass
+class ModelCost:
+    """One allotment worker's read model, from what the worker logged: its first
+    load, and its upkeep in the window (the lines that end in it)."""
+
+    pid: int
+    providers: int = 0
+    load_ms: float = 0.0
+    load_cpu_ms: float = 0.0
+    resident_mib: float | None = None
+    upkeep_cpu_ms: float = 0.0
+    upkeep_seconds: float = 0.0
+    changes: int = 0
+
+    @property
+    def upkeep_share(self) -> float | None:
+        """Of a core, over the window's upkeep lines."""
+        return self.upkeep_cpu_ms / 1000 / self.upkeep_seconds if self.upkeep_seconds else None
+
+
+_LOGGED_AT = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+) (\d+) ")
+_MODEL_LOADED = re.compile(r"Read model loaded \(first request\): (\d+) providers in (\d+) ms "
+                           r"\((\d+) ms of CPU\)(?:, resident memory ([+-]\d+) MiB)?")
+_MODEL_UPKEEP = re.compile(r"Read model upkeep over (\d+) s: \d+ polls, (\d+) changes applied, "
+                           r".*?, (\d+) ms of CPU")
+
+
+def model_costs(log: Path, window: tuple[float, float]) -> list[ModelCost]:
+    """Each worker's read model as its log lines tell (allotment's log format:
+    local time, pid); the upkeep of the lines written during the window."""
+    workers: dict[int, ModelCost] = {}
+    if not log.exists():
+        return []
+    for line in log.read_text(errors="replace").splitlines():
+        head = _LOGGED_AT.match(line)
+        if not head or "Read model" not in line:
+            continue
+        at = datetime.datetime.strptime(head.group(1), "%Y-%m-%d %H:%M:%S.%f").timestamp()
+        cost = workers.setdefault(int(head.group(2)), ModelCost(int(head.group(2))))
+        if (loaded := _MODEL_LOADED.search(line)) is not None:
+            cost.providers, cost.load_ms, cost.load_cpu_ms = (
+                int(loaded.group(1)), float(loaded.group(2)), float(loaded.group(3)))
+            if loaded.group(4) is not None:
+                cost.resident_mib = float(loaded.group(4))
+        elif (upkeep := _MODEL_UPKEEP.search(line)) is not None and \
+                window[0] < at <= window[1]:
+            cost.upkeep_seconds += float(upkeep.group(1))
+            cost.changes += int(upkeep.group(2))
+            cost.upkeep_cpu_ms += float(upkeep.group(3))
+    return [cost for _, cost in sorted(workers.items()) if cost.providers]
 
 
 def probe_cpu_per_call(url: str, cloud: Cloud, server_pid: int, requests: int,
@@ -218,7 +275,10 @@ def run_day(url: str, cloud: Cloud, settings: DaySettings, impl: str, server_pid
     database = CpuMeter(lambda: database_pids(database_kind, database_name))
     own: dict[str, float] = {}
 
+    span: dict[str, float] = {}
+
     def start_meters() -> None:  # when the window opens
+        span["start"] = time.time()
         server.start()
         database.start()
         usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -230,6 +290,7 @@ def run_day(url: str, cloud: Cloud, settings: DaySettings, impl: str, server_pid
     for kind in (*PERIODIC_KINDS, *ACTION_KINDS):
         tally.kind(kind)  # shown, even when none was scheduled
     timer.join()
+    span["end"] = time.time()
     server_used, wall = server.stop()
     database_used, _ = database.stop()
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -242,6 +303,7 @@ def run_day(url: str, cloud: Cloud, settings: DaySettings, impl: str, server_pid
     result.boot_rate_scheduled = settings.rates.action_rate("boot", cloud.size)
     result.instances = instances
     result.rss = servers.worker_rss(server_pid)
+    result.window_span = (span["start"], span["end"])
     if settings.probe_requests:
         result.cpu_per_call = probe_cpu_per_call(url, cloud, server_pid,
                                                  settings.probe_requests, settings.timeout)
@@ -285,6 +347,28 @@ def render(results: list[DayResult], settings: DaySettings) -> str:
             lines.append(f"| {r.hosts:,} | {r.impl} | " + " | ".join(
                 f"{r.cpu_per_call[k] * 1000:.2f} ms" if k in r.cpu_per_call else "-"
                 for k in kinds) + " |")
+    models = [(r.hosts, m) for r in results for m in r.models]
+    if models:
+        lines += ["", render_models(models)]
+    return "\n".join(lines)
+
+
+def render_models(models: list[tuple[int, ModelCost]]) -> str:
+    """The read models of allotment's workers, by number of hosts."""
+    lines = ["Each allotment worker's read model: its first load (and the resident memory "
+             "it added), and its upkeep in the window (polls of the change log, the changes "
+             "applied, periodic checks), from the workers' logs:", "",
+             "| hosts | worker | providers | load (CPU) | resident memory added | "
+             "upkeep: CPU of a core | changes applied per s |",
+             "|" + "---|" * 7]
+    for hosts, m in models:
+        share = m.upkeep_share
+        lines.append(" | ".join([
+            f"| {hosts:,}", str(m.pid), f"{m.providers:,}",
+            f"{m.load_ms:.0f} ms ({m.load_cpu_ms:.0f} ms)",
+            "-" if m.resident_mib is None else f"{m.resident_mib:+.0f} MiB",
+            "-" if share is None else f"{share * 100:.2f} %",
+            "-" if not m.upkeep_seconds else f"{m.changes / m.upkeep_seconds:.1f}"]) + " |")
     return "\n".join(lines)
 
 
@@ -398,6 +482,7 @@ def run_one(impl: str, command: servers.ServerCommand, port: int, cloud: Cloud,
         result = run_day(server.url, cloud, settings, impl, server.process.pid, args.db,
                          database_name(db.url))
         result.load_seconds, result.load_requests = seconds, requests
+        result.models = model_costs(workdir / f"{tag}.log", result.window_span)
         return result
     finally:
         if server is not None:

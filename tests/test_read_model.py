@@ -7,6 +7,8 @@ In-process, against the ``database`` fixture (SQLite, PostgreSQL, MariaDB);
 from __future__ import annotations
 
 import logging
+import re
+import sys
 import threading
 import time
 
@@ -14,6 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from allotment.candidates import engine
+from allotment.candidates import model as read_model
 from allotment.candidates.feed import CHANGES, GALERA_GAP_SETTLE, Feed, Kind, Position
 from allotment.candidates.model import ReadModel
 from allotment.candidates.request import Settings
@@ -100,6 +103,46 @@ def test_a_raw_sql_change_is_in_the_next_answer(client, database):
     assert set(body["provider_summaries"]) == set(providers[1:])
     assert body == _answer(database, None, query)
     assert model.rebuilds == 1
+
+
+def _model_lines(caplog: pytest.LogCaptureFixture, start: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name == "allotment.candidates.model" and r.getMessage().startswith(start)]
+
+
+def test_a_worker_says_what_its_model_costs(client, database, caplog, monkeypatch):
+    providers = _cloud(client)
+    model = ReadModel(database.db)
+    query = "resources=VCPU:1"
+    caplog.set_level(logging.INFO, logger="allotment.candidates.model")
+    _answer(database, model, query)
+    (loaded,) = _model_lines(caplog, "Read model loaded")
+    assert re.search(r"3 providers in \d+ ms \(\d+ ms of CPU\)", loaded), loaded
+    if sys.platform == "linux":
+        assert re.search(r"resident memory [+-]\d+ MiB$", loaded), loaded
+    # Within the interval, nothing more.
+    assert not _model_lines(caplog, "Read model upkeep")
+
+    monkeypatch.setattr(read_model, "UPKEEP_REPORT_INTERVAL", 0.0)
+    _answer(database, model, query)
+    (upkeep,) = _model_lines(caplog, "Read model upkeep")
+    assert re.search(r": 2 polls, 0 changes applied, 1 loads, 0 checks, \d+ ms of CPU "
+                     r"\(\d+\.\d\d % of a core\); 3 providers held$", upkeep), upkeep
+    # An interval that only polled says nothing.
+    caplog.clear()
+    _answer(database, model, query)
+    assert not _model_lines(caplog, "Read model upkeep")
+
+    resp = client.put(f"/resource_providers/{providers[0]}/inventories", {
+        "resource_provider_generation": 1,
+        "inventories": {"VCPU": {"total": 8}, "MEMORY_MB": {"total": 1024}}})
+    assert resp.status == 200, resp
+    assert model.check()
+    _answer(database, model, query)
+    (upkeep,) = _model_lines(caplog, "Read model upkeep")
+    # The check brought the model up to date: the changes are counted there.
+    applied = re.search(r": 1 polls, (\d+) changes applied, 0 loads, 1 checks, ", upkeep)
+    assert applied and int(applied.group(1)) >= 1, upkeep
 
 
 def test_drift_is_logged_and_repaired(client, database, caplog):

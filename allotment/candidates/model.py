@@ -40,6 +40,7 @@ from typing import Protocol
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
+from allotment import memory
 from allotment.candidates.feed import Changes, Feed, Kind, Position, Rebuild
 from allotment.db import tables as t
 from allotment.db.availability import DatabaseUnavailable
@@ -54,6 +55,9 @@ LOG = logging.getLogger(__name__)
 FREEZE_AT = 2000
 # Lists of ids longer than this are read in several statements.
 IN_CHUNK = 5000
+# How often, at most, a worker says what keeping its model current cost it
+# (at INFO, and only for an interval that applied changes or loaded).
+UPKEEP_REPORT_INTERVAL = 60.0
 
 
 @dataclass(slots=True)
@@ -380,6 +384,19 @@ class Hold:
             let_go()
 
 
+@dataclass
+class Upkeep:
+    """What keeping one worker's model current cost since the last report: its
+    threads' CPU (``time.thread_time``) in polls of the change log, the changes
+    they applied, full loads, and the periodic checks' loads."""
+
+    polls: int = 0
+    changes: int = 0
+    loads: int = 0
+    checks: int = 0
+    cpu: float = 0.0
+
+
 class ReadModelObserver(Protocol):
     """Who hears of the model's loads and changes read (the service's metrics)."""
 
@@ -410,6 +427,8 @@ class ReadModel:
         self._trimmed_at = time.monotonic()
         self.rebuilds = 0
         self.drifts = 0
+        self._upkeep = Upkeep()
+        self._reported_at = time.monotonic()
 
     @property
     def providers_known(self) -> int:
@@ -440,8 +459,11 @@ class ReadModel:
         self._lock.acquire()
         hold = Hold(None, self._let_go)
         try:
+            started = time.thread_time()
             with self.db.snapshot() as conn:
                 hold.state = self._bring_up_to_date(conn)
+            self._upkeep.polls += 1
+            self._upkeep.cpu += time.thread_time() - started
             yield hold
         finally:
             hold.release()
@@ -469,17 +491,25 @@ class ReadModel:
                   self.feed.retention)
 
     def _let_go(self) -> None:
-        """End a hold: start a due check, then unlock the state."""
+        """End a hold: start a due check, then unlock the state (and say what the
+        upkeep cost, when it is time)."""
+        upkeep: tuple[Upkeep, float, int] | None = None
         try:
-            check_due = (time.monotonic() - self._checked_at >= self.check_interval
+            now = time.monotonic()
+            check_due = (now - self._checked_at >= self.check_interval
                          and self._checker is None and self._state is not None)
             if check_due:
-                self._checked_at = time.monotonic()
+                self._checked_at = now
                 self._checker = threading.Thread(target=self._check_in_background,
                                                  name="read-model-check", daemon=True)
                 self._checker.start()
+            if now - self._reported_at >= UPKEEP_REPORT_INTERVAL:
+                upkeep = (self._upkeep, now - self._reported_at, self.providers_known)
+                self._upkeep, self._reported_at = Upkeep(), now
         finally:
             self._lock.release()
+        if upkeep is not None:
+            _report_upkeep(*upkeep)
 
     def _bring_up_to_date(self, conn: sa.Connection) -> State:
         if self._state is None:
@@ -489,27 +519,38 @@ class ReadModel:
         except Rebuild as why:
             return self._rebuild(conn, str(why), "log")
         if changes:
+            count = sum(len(refs) for refs in changes.values())
+            self._upkeep.changes += count
             if self.observer is not None:
-                self.observer.read_model_changes(sum(len(refs) for refs in changes.values()))
+                self.observer.read_model_changes(count)
             self._state.apply(conn, changes)
         self._position = position
         return self._state
 
     def _rebuild(self, conn: sa.Connection, why: str, cause: str) -> State:
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.thread_time()
+        resident_before = memory.resident_bytes()
         if self.observer is not None:
             self.observer.read_model_loaded(cause)
         self._position = self.feed.start(conn)
         self._state = load(conn)
         self._checked_at = time.monotonic()
         self.rebuilds += 1
+        self._upkeep.loads += 1
         if len(self._state.providers) >= FREEZE_AT:
             # Out of the cyclic collector's sight: otherwise every full collection
             # walks the whole model, a pause of tens of milliseconds at 10,000 providers.
             gc.collect()
             gc.freeze()
-        LOG.info("Read model loaded (%s): %d providers in %.0f ms", why,
-                 len(self._state.providers), (time.perf_counter() - started) * 1000)
+        # What the load added to the worker's resident memory: the model, plus
+        # what the C library kept of the rows read (and, on a reload, the old
+        # model until it is dropped). The figure an operator sizes a worker by.
+        resident_after = memory.resident_bytes()
+        grew = ("" if resident_before is None or resident_after is None else
+                f", resident memory {(resident_after - resident_before) / 2**20:+.0f} MiB")
+        LOG.info("Read model loaded (%s): %d providers in %.0f ms (%.0f ms of CPU)%s", why,
+                 len(self._state.providers), (time.perf_counter() - started) * 1000,
+                 (time.thread_time() - cpu_started) * 1000, grew)
         return self._state
 
     def wait_for_check(self, timeout: float | None = None) -> None:
@@ -535,30 +576,51 @@ class ReadModel:
         named by a change committed since the load began may differ for that
         reason alone: they are not compared this time.
         """
+        started = time.thread_time()
         with self.db.snapshot() as conn:
             fresh_position = self.feed.start(conn)
             fresh = load(conn)
         with self._lock:
             try:
-                with self.db.snapshot() as conn:
-                    held = self._bring_up_to_date(conn)
-                    since_load, _ = self.feed.poll(conn, fresh_position, self.db.read)
-            except Rebuild:
-                return True  # the next request reloads anyway
-            skip = set().union(*since_load.values()) if since_load else set()
-            drift = differences(held, fresh, skip)
-            self._checked_at = time.monotonic()
-            if not drift:
-                LOG.debug("Read model checked against the database: no drift")
-                return True
-            self.drifts += 1
-            if self.observer is not None:
-                self.observer.read_model_loaded("drift")
-            LOG.warning("Read model drifted from the database (%d differences; replaced by a "
-                        "full load): %s", len(drift), "; ".join(drift[:5]))
-            # The next request brings the load up to date from where it began.
-            self._state, self._position = fresh, fresh_position
-            return False
+                return self._compare(fresh, fresh_position)
+            finally:
+                # The check's whole cost, load and comparison, is upkeep.
+                self._upkeep.checks += 1
+                self._upkeep.cpu += time.thread_time() - started
+
+    def _compare(self, fresh: State, fresh_position: Position) -> bool:
+        """``check``'s comparison, under the lock."""
+        try:
+            with self.db.snapshot() as conn:
+                held = self._bring_up_to_date(conn)
+                since_load, _ = self.feed.poll(conn, fresh_position, self.db.read)
+        except Rebuild:
+            return True  # the next request reloads anyway
+        skip = set().union(*since_load.values()) if since_load else set()
+        drift = differences(held, fresh, skip)
+        self._checked_at = time.monotonic()
+        if not drift:
+            LOG.debug("Read model checked against the database: no drift")
+            return True
+        self.drifts += 1
+        if self.observer is not None:
+            self.observer.read_model_loaded("drift")
+        LOG.warning("Read model drifted from the database (%d differences; replaced by a "
+                    "full load): %s", len(drift), "; ".join(drift[:5]))
+        # The next request brings the load up to date from where it began.
+        self._state, self._position = fresh, fresh_position
+        return False
+
+
+def _report_upkeep(upkeep: Upkeep, seconds: float, providers: int) -> None:
+    """One line for an interval that applied changes or loaded the model."""
+    if not (upkeep.changes or upkeep.loads or upkeep.checks):
+        return
+    LOG.info("Read model upkeep over %.0f s: %d polls, %d changes applied, %d loads, "
+             "%d checks, %.0f ms of CPU (%.2f %% of a core); %d providers held",
+             seconds, upkeep.polls, upkeep.changes, upkeep.loads, upkeep.checks,
+             upkeep.cpu * 1000, 100 * upkeep.cpu / seconds if seconds > 0 else 0.0,
+             providers)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,9 @@ benchmark's business).
 
 from __future__ import annotations
 
+import datetime
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -20,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from allotment.candidates import model as read_model
 from tests import conftest
 from tests.clients import live
 from tests.support.bench import bench_module
@@ -86,6 +89,11 @@ def test_a_small_cloud_day_is_sent_answered_and_reported(
     table = cd.render([result], settings)
     assert "| 20 (" in table and "allotment" in table and "carried" in table, table
     assert "- allotment: largest N carried: 20" in cd.largest_carried([result], settings)
+    # Each worker's read model, from its log: loaded at its first candidates request
+    # (which of the two workers' connections the boots came in on is the kernel's choice).
+    models = cd.model_costs(running.log_path, result.window_span)
+    assert models and all(m.providers >= 20 and m.load_ms > 0 for m in models), models
+    assert all(m.resident_mib is not None for m in models), models
 
     # Boots, moves and deletes did on the server what the generator recorded.
     held = result.instances.held()
@@ -104,3 +112,41 @@ def test_a_small_cloud_day_is_sent_answered_and_reported(
     assert not carried and why.startswith("INVALID: the generator fell behind"), why
     assert "**INVALID" in cd.render([flood], overloaded)
     assert "Traceback" not in running.log_path.read_text(errors="replace")
+
+
+def test_the_read_models_upkeep_is_read_from_the_workers_lines(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The lines the model writes (its own words, in allotment's log format),
+    those of the window summed per worker."""
+    cd = _cloud_day()
+    caplog.set_level(logging.INFO, logger="allotment.candidates.model")
+    read_model._report_upkeep(read_model.Upkeep(polls=900, changes=120, cpu=0.6), 60.0, 20000)
+    read_model._report_upkeep(read_model.Upkeep(polls=800, changes=60, checks=1, cpu=3.0),
+                              60.0, 20000)
+    first, second = (record.getMessage() for record in caplog.records)
+    start = datetime.datetime(2026, 12, 7, 20, 0, 0)
+
+    def line(seconds: float, pid: int, message: str) -> str:
+        at = (start + datetime.timedelta(seconds=seconds)).strftime("%Y-%m-%d %H:%M:%S.%f")
+        return f"{at[:-3]} {pid} INFO allotment.candidates.model [-] {message}"
+
+    log = tmp_path / "allotment.log"
+    log.write_text("\n".join([
+        line(1, 41, "Read model loaded (first request): 20000 providers in 2100 ms "
+                    "(1900 ms of CPU), resident memory +148 MiB"),
+        line(2, 42, "Read model loaded (first request): 20000 providers in 2300 ms "
+                    "(2000 ms of CPU)"),
+        line(50, 41, first),  # before the window
+        line(110, 41, first), line(170, 41, second), line(171, 42, first),
+        line(300, 42, second),  # after it
+    ]) + "\n")
+    window = ((start + datetime.timedelta(seconds=100)).timestamp(),
+              (start + datetime.timedelta(seconds=200)).timestamp())
+    one, two = cd.model_costs(log, window)
+    assert (one.pid, one.providers, one.load_ms, one.load_cpu_ms, one.resident_mib) == \
+        (41, 20000, 2100, 1900, 148)
+    assert (one.changes, one.upkeep_cpu_ms, one.upkeep_seconds) == (180, 3600, 120)
+    assert one.upkeep_share == pytest.approx(0.03)
+    assert (two.pid, two.resident_mib, two.changes, two.upkeep_seconds) == (42, None, 120, 60)
+    table = cd.render_models([(20000, one), (20000, two)])
+    assert "| 20,000 | 41 | 20,000 | 2100 ms (1900 ms) | +148 MiB | 3.00 % | 1.5 |" in table
