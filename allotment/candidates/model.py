@@ -386,9 +386,10 @@ class Hold:
 
 @dataclass
 class Upkeep:
-    """What keeping one worker's model current cost since the last report: its
-    threads' CPU (``time.thread_time``) in polls of the change log, the changes
-    they applied, full loads, and the periodic checks' loads."""
+    """What keeping one worker's model current cost since the last report: the
+    CPU (``time.thread_time``) of its threads' polls of the change log (the
+    changes applied and full loads included) and of the periodic checks (their
+    load and comparison)."""
 
     polls: int = 0
     changes: int = 0
