@@ -206,11 +206,12 @@ def model_costs(log: Path, window: tuple[float, float]) -> list[ModelCost]:
     if not log.exists():
         return []
     for line in log.read_text(errors="replace").splitlines():
-        head = _LOGGED_AT.match(line)
-        if not head or "Read model" not in line:
+        # Most of a day's lines are requests': the cheap test first.
+        if "Read model" not in line or (head := _LOGGED_AT.match(line)) is None:
             continue
         at = datetime.datetime.strptime(head.group(1), "%Y-%m-%d %H:%M:%S.%f").timestamp()
-        cost = workers.setdefault(int(head.group(2)), ModelCost(int(head.group(2))))
+        pid = int(head.group(2))
+        cost = workers.get(pid) or workers.setdefault(pid, ModelCost(pid))
         if (loaded := _MODEL_LOADED.search(line)) is not None:
             cost.providers, cost.load_ms, cost.load_cpu_ms = (
                 int(loaded.group(1)), float(loaded.group(2)), float(loaded.group(3)))
