@@ -12,7 +12,7 @@ import itertools
 import os
 import uuid
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import urlencode
 
 from hypothesis import HealthCheck, event, given, settings
@@ -381,6 +381,17 @@ def test_candidates_match_the_reference_and_can_be_claimed(client, database, dat
     with database.db.snapshot() as conn:
         state = load(conn)
     result = engine.find(ModelSource(state), request, Settings())
+    # Under a limit (or the cap) the trees are laid out a window at a time, as
+    # far as the walk goes (``plan.in_windows``): the answer is the first
+    # candidates of the whole search, in its order.
+    whole = [c.key() for c in engine.find(ModelSource(state), replace(request, limit=None),
+                                          Settings()).candidates]
+    for first in sorted({1, 2, 3, len(whole)} - {0}):
+        limited = engine.find(ModelSource(state), replace(request, limit=first), Settings())
+        assert [c.key() for c in limited.candidates] == whole[:first], (q, providers, first)
+        capped = engine.find(ModelSource(state), replace(request, limit=None),
+                             Settings(max_candidates=first))
+        assert [c.key() for c in capped.candidates] == whole[:first], (q, providers, first)
     trace = Trace()
     traced = engine.find(ModelSource(state), request, Settings(), trace=trace)
     assert [c.key() for c in traced.candidates] == [c.key() for c in result.candidates], (

@@ -1,9 +1,14 @@
 """GET /allocation_candidates over sharing providers, nested trees and capacity rules."""
 
 import uuid
+from dataclasses import replace
 
 import pytest
 
+from allotment.candidates import engine
+from allotment.candidates.model import load
+from allotment.candidates.request import CandidateRequest, RequestGroup, Settings
+from allotment.candidates.sources import ModelSource
 from allotment.wsgi import make_app
 from tests.conftest import make_conf
 from tests.support.candidates_cloud import SHARES, Cloud, as_set
@@ -333,3 +338,43 @@ def test_wide_tree_option_never_offers_more_than_is_free(client, database):
                    for req in body["allocation_requests"]
                    for uuid, resources in req["allocations"].items()
                    if answering.name_of(uuid) != "root")
+
+
+class CountingSource(ModelSource):
+    """A source that counts the providers its match is asked about."""
+
+    def __init__(self, state) -> None:
+        super().__init__(state)
+        self.asked = 0
+
+    def match(self, groups, sharing_trait, roots, unsuffixed_traits, among=None):
+        self.asked += len(self.state.providers) if among is None else len(among)
+        return super().match(groups, sharing_trait, roots, unsuffixed_traits, among)
+
+
+def test_a_limited_spread_search_lays_out_only_the_trees_it_walks(client, database):
+    # Forty hosts, each with a child holding bandwidth; a sharing disk pool for
+    # every ten. The disk may come from the pool: the spread path.
+    cloud = Cloud(client)
+    for rack in range(4):
+        cloud.provider(f"pool{rack}", DISK_GB=10_000, traits=[SHARES],
+                       aggregates=[f"rack{rack}"])
+    for host in range(40):
+        cloud.provider(f"cn{host}", VCPU=8, MEMORY_MB=4096, DISK_GB=100,
+                       aggregates=[f"rack{host // 10}"])
+        cloud.provider(f"cn{host}-pf", parent=f"cn{host}", NET_BW_EGR_KILOBIT_PER_SEC=1000)
+    with database.db.snapshot() as conn:
+        state = load(conn)
+    request = CandidateRequest(groups=(RequestGroup("", {"VCPU": 1, "DISK_GB": 10}),))
+    whole = CountingSource(state)
+    every = [c.key() for c in engine.find(whole, request, Settings()).candidates]
+    assert len(every) == 80  # each host's own disk, and its rack's pool
+    assert whole.asked == len(state.providers)
+
+    for limit, settings in ((3, Settings()), (None, Settings(max_candidates=3))):
+        limited = CountingSource(state)
+        found = engine.find(limited, replace(request, limit=limit), settings).candidates
+        assert [c.key() for c in found] == every[:3]
+        # The pools, and the first window of three trees (the pools' own trees
+        # are among the first roots).
+        assert limited.asked < len(state.providers) // 4, limited.asked

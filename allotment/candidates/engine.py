@@ -9,7 +9,10 @@ Two paths, chosen per request from the layout ``ModelSource.resolve`` reports:
   providers with room that pass the group's rules (``ModelSource.match``); they
   are grouped by anchor tree, and ``search`` combines the groups tree by
   tree with a lazy generator, so ``limit`` (and
-  ``max_allocation_candidates``) stop the work early.
+  ``max_allocation_candidates``) stop the work early. When they do, and the
+  trees are walked in id order, the trees are laid out a window at a time
+  (``plan.in_windows``) as far as the walk goes: nova's ``limit=1000`` costs
+  what the first thousand candidates cost, not what the cloud holds.
 
 Each query is timed and reported by the path it took (``SearchObserver``, which
 the service wires to its metrics):
@@ -35,6 +38,7 @@ database``, a state loaded for the request alone (``model.state_for_request``).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
 import time
@@ -46,7 +50,7 @@ from typing import Protocol
 from allotment.candidates import resolved, rules, search
 from allotment.candidates.budget import Budget, bounded_product
 from allotment.candidates.model import ReadModel, state_for_request
-from allotment.candidates.plan import plan, reach, single_plan
+from allotment.candidates.plan import Plan, in_windows, plan, reach, single_plan, slot_count
 from allotment.candidates.request import CandidateRequest, Settings
 from allotment.candidates.resolved import GroupIds, ProviderSummary
 from allotment.candidates.search import Candidate
@@ -280,30 +284,12 @@ def _spread(source: ModelSource, groups: list[GroupIds], request: CandidateReque
         trace.group_rules = [rules.group_rules(group, source.state, names.sharing_trait, roots)
                              for group in groups]
         trace.reach = reach(source, names.sharing_trait)
-    laid_out = plan(source, groups, request, names, roots, whole=trace is not None)
-    if trace is not None:
-        trace.plan = laid_out
-    if laid_out is None or not laid_out.order:
-        return [], source
-    order = list(laid_out.order)
     # Random order before generating, so that a limit stays fair. With a cap
     # upstream samples from the first ``cap`` in the usual order: so do we.
     shuffle = rng if settings.max_candidates < 0 else None
-    if shuffle is not None:
-        shuffle.shuffle(order)
-
-    budget.admit(_entries_bound(order, laid_out.options, len(laid_out.slots), request,
-                                settings, budget))
-    facts = laid_out.facts
-    copied: Summaries = source
-    if budget.holding and release is not None:
-        # A large search: copy what the answer may show, then let the
-        # source go; the walk below reads only the plain data built above.
-        copied = Copied(source, {f.root for f in facts.values()} | set(order), facts.keys())
-        release()
     seen_foreign: set[tuple] = set()
 
-    def make_tree(anchor: int) -> Iterator[Candidate]:
+    def make_tree(laid_out: Plan, anchor: int) -> Iterator[Candidate]:
         tree_slots, local = laid_out.tree(anchor, shuffle)
         if trace is not None:
             trace.walked.append(anchor)
@@ -319,7 +305,41 @@ def _spread(source: ModelSource, groups: list[GroupIds], request: CandidateReque
         none_found = None if trace is None else partial(trace.shortfalls.__setitem__, anchor)
         return search.tree_candidates(tree_slots, laid_out.rules, budget.step, none_found)
 
-    generated = search.generate(order, make_tree, _breadth_first(request, settings, rng))
+    first = _first_needed(groups, request, settings, budget)
+    if first is not None and trace is None and shuffle is None and not budget.holding \
+            and not _breadth_first(request, settings, rng):
+        # The trees are walked in id order until the limit: lay them out a
+        # window at a time, as far as the walk goes.
+        budget.admit(first * slot_count(groups))
+        windows = in_windows(source, groups, request, names, roots, first)
+        generated: Iterator[Candidate] = itertools.chain.from_iterable(
+            search.generate(laid_out.order, partial(make_tree, laid_out), False)
+            for laid_out in windows.plans)
+        if windows.has_sharing:
+            generated = search.unique(generated)
+        return search.select(budget.metered(generated, _entry_count), request.limit,
+                             settings.max_candidates, rng), source
+
+    laid_out = plan(source, groups, request, names, roots, whole=trace is not None)
+    if trace is not None:
+        trace.plan = laid_out
+    if laid_out is None or not laid_out.order:
+        return [], source
+    order = list(laid_out.order)
+    if shuffle is not None:
+        shuffle.shuffle(order)
+
+    budget.admit(_entries_bound(order, laid_out.options, len(laid_out.slots), request,
+                                settings, budget))
+    facts = laid_out.facts
+    copied: Summaries = source
+    if budget.holding and release is not None:
+        # A large search: copy what the answer may show, then let the
+        # source go; the walk below reads only the plain data built above.
+        copied = Copied(source, {f.root for f in facts.values()} | set(order), facts.keys())
+        release()
+    generated = search.generate(order, partial(make_tree, laid_out),
+                                _breadth_first(request, settings, rng))
     if laid_out.has_sharing:
         # Only sharing providers make one offer reachable from two trees.
         generated = search.unique(generated)
@@ -365,7 +385,19 @@ def _entry_count(candidate: Candidate) -> int:
     return len(candidate.allocations)
 
 
-def _entries_bound(order: list[int], options: Sequence[Mapping[int, list[int]]], slot_count: int,
+def _first_needed(groups: list[GroupIds], request: CandidateRequest, settings: Settings,
+                  budget: Budget) -> int | None:
+    """How many candidates the search takes at most, when ``limit`` or the cap
+    says so and that is small enough to bound the search (``_entries_bound``'s
+    answer without counting); None otherwise."""
+    wanted = [n for n in (request.limit, settings.max_candidates) if n is not None and n >= 0]
+    slots = slot_count(groups)
+    if not wanted or not slots or min(wanted) > budget.limits.large_entries // slots:
+        return None
+    return min(wanted)
+
+
+def _entries_bound(order: list[int], options: Sequence[Mapping[int, list[int]]], slots: int,
                    request: CandidateRequest, settings: Settings, budget: Budget) -> int:
     """An upper bound of the allocation entries the search can produce.
 
@@ -374,9 +406,9 @@ def _entries_bound(order: list[int], options: Sequence[Mapping[int, list[int]]],
     bound the count. Counting stops once the bound is known to be large.
     """
     wanted = [n for n in (request.limit, settings.max_candidates) if n is not None and n >= 0]
-    large = budget.limits.large_entries // slot_count
+    large = budget.limits.large_entries // slots
     if wanted and min(wanted) <= large:
-        return min(wanted) * slot_count  # nova's limit=1000: no need to count
+        return min(wanted) * slots  # nova's limit=1000: no need to count
     found = 0
     for anchor in order:
         found += bounded_product((len(by_anchor[anchor]) for by_anchor in options), large)
@@ -384,7 +416,7 @@ def _entries_bound(order: list[int], options: Sequence[Mapping[int, list[int]]],
             break
     if wanted:
         found = min(found, min(wanted))
-    return found * slot_count
+    return found * slots
 
 
 def _breadth_first(request: CandidateRequest, settings: Settings,

@@ -102,6 +102,8 @@ class State:
     _summaries: dict[int, SummaryParts] = field(default_factory=dict)
     # root -> its providers in id order (built when asked, dropped on a tree change)
     _tree_lists: dict[int, list[int]] | None = None
+    # every root in id order (built when asked, dropped on a tree change)
+    _sorted_roots: list[int] | None = None
 
     # --- reading -----------------------------------------------------------
 
@@ -109,6 +111,12 @@ class State:
         found = self._sorted_holders.get(class_id)
         if found is None:
             found = self._sorted_holders[class_id] = sorted(self.holders.get(class_id, ()))
+        return found
+
+    def sorted_roots(self) -> list[int]:
+        found = self._sorted_roots
+        if found is None:
+            found = self._sorted_roots = sorted(self.trees)
         return found
 
     def tree_lists(self) -> dict[int, list[int]]:
@@ -153,7 +161,7 @@ class State:
             del self.by_uuid[provider.uuid]
 
     def _unlink(self, provider: Provider) -> None:
-        self._tree_lists = None
+        self._tree_lists = self._sorted_roots = None
         tree = self.trees.get(provider.root)
         if tree is not None:
             tree.discard(provider.id)
@@ -176,7 +184,7 @@ class State:
                 uuid, name, parent, root)
         self.by_uuid[uuid] = rp
         self._summaries.pop(rp, None)
-        self._tree_lists = None
+        self._tree_lists = self._sorted_roots = None
         self.trees.setdefault(root, set()).add(rp)
         if parent is not None:
             self.nested.add(rp)

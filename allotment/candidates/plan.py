@@ -8,6 +8,10 @@ may serve it in each anchor tree: its own providers that may serve at home,
 and sharing providers that reach it through an aggregate. The trees with an
 option for every slot are the ones ``search`` walks.
 
+A search that a limit stops, walking the trees in id order, lays them out a
+window of trees at a time instead (``in_windows``): the same options, tree for
+tree, for only the trees the walk reaches.
+
 Asked for the ``whole`` plan (for a ``trace.Trace``), nothing stops early: every
 slot's options are laid out even when one slot has none anywhere, so that
 explain can tell every tree what it lacks.
@@ -18,6 +22,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -116,11 +121,87 @@ def plan(source: ModelSource, groups: list[GroupIds], request: CandidateRequest,
          ) -> Plan | None:
     """The spread search for ``groups`` laid out on the source's state; None when
     no tree can serve them (unless the ``whole`` plan is asked for)."""
+    unsuffixed, unsuffixed_traits = _unsuffixed(groups)
+    rows = source.match(groups, names.sharing_trait, roots, unsuffixed_traits)
+    sharing = {row.provider for row in rows if row.shares}
+    return _lay_out(source, groups, request, unsuffixed, unsuffixed_traits, rows,
+                    _sharing_anchors(source, sharing, roots, unsuffixed), whole)
+
+
+@dataclass
+class Windows:
+    """``plan`` a window of anchor trees at a time (``in_windows``)."""
+
+    # Some sharing provider serves trees other than its own (as ``Plan``'s).
+    has_sharing: bool
+    # Each window's plan, windows in root id order; a window no tree of
+    # which can serve the request is left out.
+    plans: Iterator[Plan]
+
+
+def in_windows(source: ModelSource, groups: list[GroupIds], request: CandidateRequest,
+               names: resolved.NameIds, roots: resolved.Roots, first: int) -> Windows:
+    """``plan``'s trees, laid out a window at a time (``ModelSource.tree_windows``:
+    ``first`` roots, then twice as many each time), so that a search stopped by
+    a limit lays out only the trees it walks.
+
+    What the trees of one window are offered is what ``plan`` offers them: a
+    tree's options are its own providers and the sharing providers that reach
+    it. The sharing providers, wherever their own trees are, are matched once
+    and join every window; the ``order`` of the windows' plans, one after
+    another, is ``plan``'s.
+    """
+    unsuffixed, unsuffixed_traits = _unsuffixed(groups)
+    sharers: list[int] = []
+    if names.sharing_trait is not None:
+        sharers = sorted(source.state.with_trait.get(names.sharing_trait, ()))
+    shared_rows = source.match(groups, names.sharing_trait, roots, unsuffixed_traits,
+                               among=sharers) if sharers else []
+    sharing = {row.provider for row in shared_rows if row.shares}
+    providers = source.state.providers
+
+    def plans() -> Iterator[Plan]:
+        for window, members in source.tree_windows(first, set(sharers)):
+            rows = source.match(groups, names.sharing_trait, roots, unsuffixed_traits,
+                                among=members)
+            anchors = _sharing_anchors(source, sharing, roots, unsuffixed, within=window)
+            laid_out = _lay_out(source, groups, request, unsuffixed, unsuffixed_traits,
+                                rows + shared_rows, anchors, window=window)
+            if laid_out is not None:
+                yield laid_out
+
+    # ``plan``'s sharing providers reach trees when they are in an aggregate
+    # (which holds them, so their own tree at least).
+    return Windows(any(providers[rp].aggregates for rp in sharing), plans())
+
+
+def _unsuffixed(groups: list[GroupIds]) -> tuple[GroupIds | None, list[int]]:
+    """The unsuffixed group, if any, and the traits it requires (sorted)."""
     unsuffixed = next((g for g in groups if not g.same_provider), None)
-    unsuffixed_traits = sorted({trait for s in unsuffixed.required for trait in s}) \
-        if unsuffixed else []
-    matches = _sort_matches(groups, source.match(groups, names.sharing_trait, roots,
-                                              unsuffixed_traits))
+    traits = sorted({trait for s in unsuffixed.required for trait in s}) if unsuffixed else []
+    return unsuffixed, traits
+
+
+def _sharing_anchors(source: ModelSource, sharing: set[int], roots: resolved.Roots,
+                     unsuffixed: GroupIds | None, within: AbstractSet[int] | None = None
+                     ) -> dict[int, list[resolved.Anchor]]:
+    """The trees (``within`` these, when given) each matched sharing provider may
+    serve besides its own."""
+    anchors = source.sharing_anchors(
+        sharing, roots, unsuffixed.forbidden_aggs if unsuffixed else frozenset(), within
+    ) if sharing else {}
+    LOG.debug("%d sharing providers serve %d trees", len(anchors),
+              len({a.root for found in anchors.values() for a in found}))
+    return anchors
+
+
+def _lay_out(source: ModelSource, groups: list[GroupIds], request: CandidateRequest,
+             unsuffixed: GroupIds | None, unsuffixed_traits: list[int], rows: list[Match],
+             anchors: dict[int, list[resolved.Anchor]], whole: bool = False,
+             window: AbstractSet[int] | None = None) -> Plan | None:
+    """The plan from the match's ``rows`` and the sharing providers' ``anchors``;
+    with a ``window``, of those anchor trees only."""
+    matches = _sort_matches(groups, rows)
     for (index, rc), rps in zip(matches.parts, matches.by_part, strict=True):
         LOG.debug("group '%s' class %s: %d providers have room and pass the filters",
                   groups[index].suffix, rc, len(rps))
@@ -131,18 +212,11 @@ def plan(source: ModelSource, groups: list[GroupIds], request: CandidateRequest,
     if not whole and any(not rps for rps in serving.values()):
         return None
 
-    # Which sharing providers may serve trees other than their own?
-    sharing = {rp for standing in matches.standing for rp, (_, shares) in standing.items()
-               if shares}
-    anchors = source.sharing_anchors(
-        sharing, roots, unsuffixed.forbidden_aggs if unsuffixed else frozenset()
-    ) if sharing else {}
-    LOG.debug("%d sharing providers serve %d trees", len(anchors),
-              len({a.root for found in anchors.values() for a in found}))
-
     slots, options = _slots(groups, matches, serving, anchors)
 
     viable = set(options[0]).intersection(*options[1:]) if options else set()
+    if window is not None:
+        viable &= window
     LOG.debug("%d trees have an option for every one of %d slots", len(viable), len(slots))
     if not viable and not whole:
         return None
@@ -205,6 +279,12 @@ class _AloneFacts(Mapping[int, Facts]):
 
     def __len__(self) -> int:
         return len(self._providers)
+
+
+def slot_count(groups: list[GroupIds]) -> int:
+    """How many slots ``plan`` makes of ``groups`` (``_slots``): one per granular
+    group, one per class of the unsuffixed group."""
+    return sum(1 if group.same_provider else len(group.resources) for group in groups)
 
 
 def _serving_alone(groups: list[GroupIds], matches: _Matches) -> dict[int, list[int]]:

@@ -13,7 +13,8 @@ from the tables for this request alone.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 
 from allotment.candidates import rules
 from allotment.candidates.model import Provider, State
@@ -183,10 +184,12 @@ class ModelSource:
     # --- matches: who serves each part ------------------------------------------------------
 
     def match(self, groups: list[GroupIds], sharing_trait: int | None, roots: Roots,
-              unsuffixed_traits: list[int]) -> list[Match]:
+              unsuffixed_traits: list[int], among: Sequence[int] | None = None
+              ) -> list[Match]:
         """Providers part by part (a part: one class of one group, or a resourceless
         group), in provider id order: those with room that pass the group's rules
-        (``rules.group_rules``) at home or as a sharing provider of other trees."""
+        (``rules.group_rules``) at home or as a sharing provider of other trees.
+        ``among``: only these providers (in id order), not the whole state."""
         canonical = canonical_parts(groups)
         rows: list[Match] = []
         part = 0
@@ -195,21 +198,21 @@ class ModelSource:
             # A part equal to an earlier one is not asked again.
             if not group.resources:
                 if canonical[part] == part:
-                    self._resourceless_rows(part, group_rules, rows)
+                    self._resourceless_rows(part, group_rules, rows, among)
                 part += 1
                 continue
             for rc, amount in group.resources:
                 if canonical[part] == part:
                     self._class_rows(part, group, rc, amount, group_rules,
-                                     unsuffixed_traits, rows)
+                                     unsuffixed_traits, rows, among)
                 part += 1
         return rows
 
     def _resourceless_rows(self, part: int, group_rules: rules.GroupRules,
-                           rows: list[Match]) -> None:
+                           rows: list[Match], among: Sequence[int] | None) -> None:
         """A resourceless group's part: every provider that passes its rules."""
         state = self.state
-        for rp in sorted(state.providers):
+        for rp in sorted(state.providers) if among is None else among:
             p = state.providers[rp]
             if group_rules.serves_anywhere(p):
                 home = group_rules.serves_home(p)
@@ -219,15 +222,20 @@ class ModelSource:
 
     def _class_rows(self, part: int, group: GroupIds, rc: int, amount: int,
                     group_rules: rules.GroupRules, unsuffixed_traits: list[int],
-                    rows: list[Match]) -> None:
+                    rows: list[Match], among: Sequence[int] | None) -> None:
         """One (group, class) part: the holders of ``rc`` with room for ``amount``
         that pass the group's rules, in id order (the hot loop of a search)."""
         state = self.state
+        if among is None:
+            holders: Iterable[int] = state.sorted_holders(rc)
+        else:
+            holding = state.holders.get(rc, _EMPTY)
+            holders = [rp for rp in among if rp in holding]
         unsuffixed = not group.same_provider
         fits = rules.Fits(rc, amount).passes
         anywhere, home_ok = group_rules.serves_anywhere, group_rules.serves_home
         others_ok = group_rules.serves_others
-        for rp in state.sorted_holders(rc):
+        for rp in holders:
             p = state.providers[rp]
             if not fits(p) or not anywhere(p):
                 continue
@@ -245,20 +253,41 @@ class ModelSource:
 
     # --- sharing, trees, summaries -----------------------------------------
 
+    def tree_windows(self, first: int, leave_out: AbstractSet[int]
+                     ) -> Iterator[tuple[set[int], list[int]]]:
+        """The trees in root id order, a window at a time: ``first`` roots, then
+        twice as many as the window before. For each window its roots, and the
+        providers of its trees but ``leave_out``, in id order."""
+        state = self.state
+        ordered = state.sorted_roots()
+        start, size = 0, max(first, 1)
+        while start < len(ordered):
+            window = ordered[start:start + size]
+            providers: list[int] = []
+            for root in window:
+                providers += state.trees[root]
+            if leave_out:
+                providers = [rp for rp in providers if rp not in leave_out]
+            providers.sort()
+            yield set(window), providers
+            start += size
+            size *= 2
+
     def sharing_anchors(self, providers: Iterable[int], roots: Roots,
-                        forbidden_aggs: frozenset[int]) -> dict[int, list[Anchor]]:
+                        forbidden_aggs: frozenset[int], within: Iterable[int] | None = None
+                        ) -> dict[int, list[Anchor]]:
+        """Per sharing provider, the trees it reaches: every tree with a provider
+        in one of its aggregates (its own included), each with whether its root
+        passes root_required and lies in ``forbidden_aggs``. ``within``: only
+        these trees (by root), found from their side."""
         state = self.state
         root_ok = self._root_ok(roots)
         outside = rules.RootOutsideAggregates(forbidden_aggs, state).passes \
             if forbidden_aggs else None
+        reached = self._reached(providers) if within is None \
+            else self._reached_within(providers, within)
         found: dict[int, list[Anchor]] = {}
-        for rp in sorted(set(providers)):
-            sharer = state.providers.get(rp)
-            if sharer is None:
-                continue
-            anchor_roots: set[int] = set()
-            for agg in sharer.aggregates:
-                anchor_roots |= {state.providers[m].root for m in state.members.get(agg, ())}
+        for rp, anchor_roots in reached:
             anchors = []
             for root in sorted(anchor_roots):
                 root_provider = state.providers.get(root)
@@ -269,6 +298,41 @@ class ModelSource:
             if anchors:
                 found[rp] = anchors
         return found
+
+    def _reached(self, providers: Iterable[int]) -> Iterator[tuple[int, set[int]]]:
+        """Each sharing provider (in id order) and the roots of the members of its
+        aggregates."""
+        state = self.state
+        for rp in sorted(set(providers)):
+            sharer = state.providers.get(rp)
+            if sharer is None:
+                continue
+            anchor_roots: set[int] = set()
+            for agg in sharer.aggregates:
+                anchor_roots |= {state.providers[m].root for m in state.members.get(agg, ())}
+            yield rp, anchor_roots
+
+    def _reached_within(self, providers: Iterable[int], within: Iterable[int]
+                        ) -> Iterator[tuple[int, set[int]]]:
+        """``_reached``, only the roots ``within``: from each of their trees'
+        providers' aggregates to the sharing providers in them (a window of
+        trees costs its own size, not the cloud's)."""
+        state = self.state
+        sharers_in: dict[int, list[int]] = {}
+        for rp in sorted(set(providers)):
+            sharer = state.providers.get(rp)
+            if sharer is not None:
+                for agg in sharer.aggregates:
+                    sharers_in.setdefault(agg, []).append(rp)
+        reached: dict[int, set[int]] = {}
+        if sharers_in:
+            for root in within:
+                for member in state.trees.get(root, ()):
+                    for agg in state.providers[member].aggregates:
+                        for rp in sharers_in.get(agg, ()):
+                            reached.setdefault(rp, set()).add(root)
+        for rp in sorted(reached):
+            yield rp, reached[rp]
 
     def tree_parents(self, roots: Iterable[int]) -> dict[int, int | None]:
         state = self.state
