@@ -375,6 +375,6 @@ def test_a_limited_spread_search_lays_out_only_the_trees_it_walks(client, databa
         limited = CountingSource(state)
         found = engine.find(limited, replace(request, limit=limit), settings).candidates
         assert [c.key() for c in found] == every[:3]
-        # The pools, and the first window of three trees (the pools' own trees
-        # are among the first roots).
+        # The pools, and the first few windows of trees (of one root, two, four
+        # and eight: the pools' own trees come first and give nothing).
         assert limited.asked < len(state.providers) // 4, limited.asked

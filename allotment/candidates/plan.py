@@ -128,6 +128,13 @@ def plan(source: ModelSource, groups: list[GroupIds], request: CandidateRequest,
                     _sharing_anchors(source, sharing, roots, unsuffixed), whole)
 
 
+# The first window holds this fraction of the wanted candidates' count of trees:
+# a tree often gives more than one candidate (its own disk, or a pool's), and
+# the windows double after it, so at most about twice the trees needed are laid
+# out.
+FIRST_WINDOW_SHARE = 4
+
+
 @dataclass
 class Windows:
     """``plan`` a window of anchor trees at a time (``in_windows``)."""
@@ -140,10 +147,11 @@ class Windows:
 
 
 def in_windows(source: ModelSource, groups: list[GroupIds], request: CandidateRequest,
-               names: resolved.NameIds, roots: resolved.Roots, first: int) -> Windows:
+               names: resolved.NameIds, roots: resolved.Roots, wanted: int) -> Windows:
     """``plan``'s trees, laid out a window at a time (``ModelSource.tree_windows``:
-    ``first`` roots, then twice as many each time), so that a search stopped by
-    a limit lays out only the trees it walks.
+    a ``FIRST_WINDOW_SHARE`` of the ``wanted`` candidates' count of roots, then
+    twice as many each time), so that a search stopped by a limit lays out
+    only the trees it walks.
 
     What the trees of one window are offered is what ``plan`` offers them: a
     tree's options are its own providers and the sharing providers that reach
@@ -161,7 +169,8 @@ def in_windows(source: ModelSource, groups: list[GroupIds], request: CandidateRe
     providers = source.state.providers
 
     def plans() -> Iterator[Plan]:
-        for window, members in source.tree_windows(first, set(sharers)):
+        for window, members in source.tree_windows(max(wanted // FIRST_WINDOW_SHARE, 1),
+                                                   set(sharers)):
             rows = source.match(groups, names.sharing_trait, roots, unsuffixed_traits,
                                 among=members)
             anchors = _sharing_anchors(source, sharing, roots, unsuffixed, within=window)
