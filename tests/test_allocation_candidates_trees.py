@@ -353,13 +353,13 @@ class CountingSource(ModelSource):
 
 
 def test_a_limited_spread_search_lays_out_only_the_trees_it_walks(client, database):
-    # Forty hosts, each with a child holding bandwidth; a sharing disk pool for
-    # every ten. The disk may come from the pool: the spread path.
+    # A hundred hosts, each with a child holding bandwidth; a sharing disk pool
+    # for every ten. The disk may come from the pool: the spread path.
     cloud = Cloud(client)
-    for rack in range(4):
+    for rack in range(10):
         cloud.provider(f"pool{rack}", DISK_GB=10_000, traits=[SHARES],
                        aggregates=[f"rack{rack}"])
-    for host in range(40):
+    for host in range(100):
         cloud.provider(f"cn{host}", VCPU=8, MEMORY_MB=4096, DISK_GB=100,
                        aggregates=[f"rack{host // 10}"])
         cloud.provider(f"cn{host}-pf", parent=f"cn{host}", NET_BW_EGR_KILOBIT_PER_SEC=1000)
@@ -368,13 +368,23 @@ def test_a_limited_spread_search_lays_out_only_the_trees_it_walks(client, databa
     request = CandidateRequest(groups=(RequestGroup("", {"VCPU": 1, "DISK_GB": 10}),))
     whole = CountingSource(state)
     every = [c.key() for c in engine.find(whole, request, Settings()).candidates]
-    assert len(every) == 80  # each host's own disk, and its rack's pool
+    assert len(every) == 200  # each host's own disk, and its rack's pool
     assert whole.asked == len(state.providers)
 
     for limit, settings in ((3, Settings()), (None, Settings(max_candidates=3))):
         limited = CountingSource(state)
         found = engine.find(limited, replace(request, limit=limit), settings).candidates
         assert [c.key() for c in found] == every[:3]
-        # The pools, and the first few windows of trees (of one root, two, four
-        # and eight: the pools' own trees come first and give nothing).
-        assert limited.asked < len(state.providers) // 4, limited.asked
+        # The pools, and the first window of 16 trees (the pools' own trees
+        # come first and give nothing: six hosts of two providers each).
+        assert limited.asked == 10 + 2 * 6, limited.asked
+
+    # Where the sharing providers are a large part of the cloud, the whole plan.
+    for pool in range(10, 40):
+        cloud.provider(f"pool{pool}", DISK_GB=10_000, traits=[SHARES],
+                       aggregates=[f"rack{pool % 10}"])
+    with database.db.snapshot() as conn:
+        state = load(conn)
+    limited = CountingSource(state)
+    engine.find(limited, replace(request, limit=3), Settings())
+    assert limited.asked == len(state.providers)

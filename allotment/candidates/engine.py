@@ -310,15 +310,16 @@ def _spread(source: ModelSource, groups: list[GroupIds], request: CandidateReque
             and not _breadth_first(request, settings, rng):
         # The trees are walked in id order until the limit: lay them out a
         # window at a time, as far as the walk goes.
-        budget.admit(first * slot_count(groups))
         windows = in_windows(source, groups, request, names, roots, first)
-        generated: Iterator[Candidate] = itertools.chain.from_iterable(
-            search.generate(laid_out.order, partial(make_tree, laid_out), False)
-            for laid_out in windows.plans)
-        if windows.has_sharing:
-            generated = search.unique(generated)
-        return search.select(budget.metered(generated, _entry_count), request.limit,
-                             settings.max_candidates, rng), source
+        if windows is not None:
+            budget.admit(first * slot_count(groups))
+            generated: Iterator[Candidate] = itertools.chain.from_iterable(
+                search.generate(laid_out.order, partial(make_tree, laid_out), False)
+                for laid_out in windows.plans)
+            if windows.has_sharing:
+                generated = search.unique(generated)
+            return search.select(budget.metered(generated, _entry_count), request.limit,
+                                 settings.max_candidates, rng), source
 
     laid_out = plan(source, groups, request, names, roots, whole=trace is not None)
     if trace is not None:

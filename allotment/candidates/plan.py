@@ -128,11 +128,15 @@ def plan(source: ModelSource, groups: list[GroupIds], request: CandidateRequest,
                     _sharing_anchors(source, sharing, roots, unsuffixed), whole)
 
 
-# The first window holds this fraction of the wanted candidates' count of trees:
-# a tree often gives more than one candidate (its own disk, or a pool's), and
-# the windows double after it, so at most about twice the trees needed are laid
-# out.
+# The first window holds this fraction of the wanted candidates' count of trees
+# (and at least ``FIRST_WINDOW_LEAST``): a tree often gives more than one
+# candidate (its own disk, or a pool's), and the windows double after it, so at
+# most about twice the trees needed are laid out.
 FIRST_WINDOW_SHARE = 4
+FIRST_WINDOW_LEAST = 16
+# Every window lays out the sharing providers again: windows pay only while
+# they are at most this fraction of the cloud's providers.
+MOST_SHARERS = 1 / 8
 
 
 @dataclass
@@ -147,7 +151,8 @@ class Windows:
 
 
 def in_windows(source: ModelSource, groups: list[GroupIds], request: CandidateRequest,
-               names: resolved.NameIds, roots: resolved.Roots, wanted: int) -> Windows:
+               names: resolved.NameIds, roots: resolved.Roots, wanted: int
+               ) -> Windows | None:
     """``plan``'s trees, laid out a window at a time (``ModelSource.tree_windows``:
     a ``FIRST_WINDOW_SHARE`` of the ``wanted`` candidates' count of roots, then
     twice as many each time), so that a search stopped by a limit lays out
@@ -157,20 +162,23 @@ def in_windows(source: ModelSource, groups: list[GroupIds], request: CandidateRe
     tree's options are its own providers and the sharing providers that reach
     it. The sharing providers, wherever their own trees are, are matched once
     and join every window; the ``order`` of the windows' plans, one after
-    another, is ``plan``'s.
+    another, is ``plan``'s. None when the sharing providers are too many of
+    the cloud (``MOST_SHARERS``) for windows to cost less than ``plan``.
     """
     unsuffixed, unsuffixed_traits = _unsuffixed(groups)
+    providers = source.state.providers
     sharers: list[int] = []
     if names.sharing_trait is not None:
         sharers = sorted(source.state.with_trait.get(names.sharing_trait, ()))
+        if len(sharers) > len(providers) * MOST_SHARERS:
+            return None
     shared_rows = source.match(groups, names.sharing_trait, roots, unsuffixed_traits,
                                among=sharers) if sharers else []
     sharing = {row.provider for row in shared_rows if row.shares}
-    providers = source.state.providers
+    first = max(wanted // FIRST_WINDOW_SHARE, FIRST_WINDOW_LEAST)
 
     def plans() -> Iterator[Plan]:
-        for window, members in source.tree_windows(max(wanted // FIRST_WINDOW_SHARE, 1),
-                                                   set(sharers)):
+        for window, members in source.tree_windows(first, set(sharers)):
             rows = source.match(groups, names.sharing_trait, roots, unsuffixed_traits,
                                 among=members)
             anchors = _sharing_anchors(source, sharing, roots, unsuffixed, within=window)
