@@ -12,8 +12,8 @@ import itertools
 import os
 import uuid
 from collections import Counter
-from unittest import mock
 from dataclasses import dataclass, field, replace
+from unittest import mock
 from urllib.parse import urlencode
 
 from hypothesis import HealthCheck, event, given, settings
