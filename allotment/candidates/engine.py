@@ -386,16 +386,22 @@ def _entry_count(candidate: Candidate) -> int:
     return len(candidate.allocations)
 
 
+def _wanted(request: CandidateRequest, settings: Settings) -> int | None:
+    """The most candidates the answer takes (``limit``, the cap), or None."""
+    wanted = [n for n in (request.limit, settings.max_candidates) if n is not None and n >= 0]
+    return min(wanted) if wanted else None
+
+
 def _first_needed(groups: list[GroupIds], request: CandidateRequest, settings: Settings,
                   budget: Budget) -> int | None:
     """How many candidates the search takes at most, when ``limit`` or the cap
     says so and that is small enough to bound the search (``_entries_bound``'s
     answer without counting); None otherwise."""
-    wanted = [n for n in (request.limit, settings.max_candidates) if n is not None and n >= 0]
+    wanted = _wanted(request, settings)
     slots = slot_count(groups)
-    if not wanted or not slots or min(wanted) > budget.limits.large_entries // slots:
+    if wanted is None or not slots or wanted > budget.limits.large_entries // slots:
         return None
-    return min(wanted)
+    return wanted
 
 
 def _entries_bound(order: list[int], options: Sequence[Mapping[int, list[int]]], slots: int,
@@ -406,17 +412,17 @@ def _entries_bound(order: list[int], options: Sequence[Mapping[int, list[int]]],
     candidate at most one entry per slot; ``limit`` and the configured cap
     bound the count. Counting stops once the bound is known to be large.
     """
-    wanted = [n for n in (request.limit, settings.max_candidates) if n is not None and n >= 0]
+    wanted = _wanted(request, settings)
     large = budget.limits.large_entries // slots
-    if wanted and min(wanted) <= large:
-        return min(wanted) * slots  # nova's limit=1000: no need to count
+    if wanted is not None and wanted <= large:
+        return wanted * slots  # nova's limit=1000: no need to count
     found = 0
     for anchor in order:
         found += bounded_product((len(by_anchor[anchor]) for by_anchor in options), large)
         if found > large:
             break
-    if wanted:
-        found = min(found, min(wanted))
+    if wanted is not None:
+        found = min(found, wanted)
     return found * slots
 
 

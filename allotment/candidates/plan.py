@@ -143,7 +143,7 @@ MOST_SHARERS = 1 / 8
 class Windows:
     """``plan`` a window of anchor trees at a time (``in_windows``)."""
 
-    # Some sharing provider serves trees other than its own (as ``Plan``'s).
+    # Some sharing provider may serve trees other than its own.
     has_sharing: bool
     # Each window's plan, windows in root id order; a window no tree of
     # which can serve the request is left out.
@@ -166,11 +166,10 @@ def in_windows(source: ModelSource, groups: list[GroupIds], request: CandidateRe
     the cloud (``MOST_SHARERS``) for windows to cost less than ``plan``.
     """
     unsuffixed, unsuffixed_traits = _unsuffixed(groups)
-    providers = source.state.providers
     sharers: list[int] = []
     if names.sharing_trait is not None:
         sharers = sorted(source.state.with_trait.get(names.sharing_trait, ()))
-        if len(sharers) > len(providers) * MOST_SHARERS:
+        if len(sharers) > len(source.state.providers) * MOST_SHARERS:
             return None
     shared_rows = source.match(groups, names.sharing_trait, roots, unsuffixed_traits,
                                among=sharers) if sharers else []
@@ -187,9 +186,9 @@ def in_windows(source: ModelSource, groups: list[GroupIds], request: CandidateRe
             if laid_out is not None:
                 yield laid_out
 
-    # ``plan``'s sharing providers reach trees when they are in an aggregate
-    # (which holds them, so their own tree at least).
-    return Windows(any(providers[rp].aggregates for rp in sharing), plans())
+    # Without sharing providers no offer is reachable from two trees (with
+    # some, de-duplication may find nothing to drop).
+    return Windows(bool(sharing), plans())
 
 
 def _unsuffixed(groups: list[GroupIds]) -> tuple[GroupIds | None, list[int]]:
